@@ -1,0 +1,440 @@
+"""Capacity model: what an engine envelope costs in KV memory and which limits it yields (SGLang 0.5.23).
+
+Pure Python, no third-party imports: Ansible modules, filter plugins, the simulator and the tests share it.
+Formulas follow SGLang 0.5.23's KV cache configurator and pool configurators:
+
+- per-token KV bytes per GPU (MHA/GQA, MLA, DeepSeek-V3.2 DSA, DeepSeek-V4 compressed attention);
+- the pool: ``rest = pre_load_free * mem_fraction_static - weights``; ``tokens = (rest - fixed) // per_token``,
+  page aligned, capped by ``--max-total-tokens``;
+- derived limits: ``max_running_requests`` (DeepSeek-V4 hook default 256, else the clamp estimate, always
+  capped at ``token_capacity // 2``), ``max_req_input_len = min(context_len - 1, tokens - 1) - 5``.
+
+Assumptions (documented because the live engine is the truth):
+- Weights per GPU = parameters x bytes per parameter of the declared quantization / tp_size: SGLang places
+  MoE experts over the TP ranks (EP = TP by default) and the replicated attention share is small.
+- The CUDA context and allocator take ``cuda_context_gib`` (default 1 GiB) before the model loads.
+- DeepSeek-V4 page padding of the FlashMLA layout is not modelled (it is under 1 % of a page).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+GIB = 1 << 30
+
+# Bytes per parameter of the declared weight quantization (block scales included).
+QUANT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0 + 4 / (128 * 128), "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
+KV_DTYPES = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2, "auto": 2}
+INDEX_K_BYTES = {"fp8": 128 + 4, "bf16": 128 * 2}  # per 128-dim index key; fp8 carries one fp32 scale
+
+DSV4_ARCH = "DeepseekV4ForCausalLM"
+DSA_ARCHS = ("DeepseekV32ForCausalLM",)
+MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK2ForCausalLM")
+
+DSV4_DEFAULT_MAX_RUNNING = 256
+DSV4_PAGE_SIZE = 256
+DSV4_DEFAULT_SWA_RATIO = 0.1
+DSV4_C4_RING, DSV4_C128_RING = 8, 128
+RESERVED_DECODE_TOKENS = 5  # max_req_input_len = max_req_len - 5
+
+
+class CapacityError(ValueError):
+    """Bad capacity input; the message names the field, the value and what to change."""
+
+
+def _arch(config: Mapping[str, Any]) -> str:
+    archs = config.get("architectures") or []
+    if not archs:
+        raise CapacityError("model config field architectures is missing or empty; fix: use the model's config.json")
+    return str(archs[0])
+
+
+def _req(config: Mapping[str, Any], name: str) -> Any:
+    if config.get(name) is None:
+        raise CapacityError(f"model config field {name} is missing (architecture {config.get('architectures')})")
+    return config[name]
+
+
+def is_dsv4(config: Mapping[str, Any]) -> bool:
+    return _arch(config) == DSV4_ARCH
+
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> int:
+    if kv_cache_dtype not in KV_DTYPES:
+        raise CapacityError(f"kv_cache_dtype={kv_cache_dtype!r} is unknown; fix: one of {', '.join(KV_DTYPES)}")
+    return KV_DTYPES[kv_cache_dtype]
+
+
+# ---------------------------------------------------------------- per-token KV bytes
+
+
+def mla_latent_bytes(config: Mapping[str, Any], kv_cache_dtype: str, scaled_fp8: bool) -> int:
+    """Bytes of one MLA latent per token per layer. fp8 FlashMLA layout: nope fp8 + scales + rope bf16."""
+    rank, rope = int(_req(config, "kv_lora_rank")), int(_req(config, "qk_rope_head_dim"))
+    if kv_dtype_bytes(kv_cache_dtype) == 1:
+        return rank + rank // 128 * 4 + rope * 2 if scaled_fp8 else rank + rope
+    return (rank + rope) * 2
+
+
+def index_k_bytes(config: Mapping[str, Any], bf16_index_k: bool) -> int:
+    """Bytes of one indexer key: fp8 with an fp32 scale per 128 dims, or bf16."""
+    dim = int(config.get("index_head_dim", 128))
+    return dim * 2 if bf16_index_k else dim + dim // 128 * 4
+
+
+@dataclass(frozen=True)
+class KVCost:
+    """What one token costs per GPU: `per_token` scales with the pool, `per_layer` is informative."""
+
+    per_token: float
+    per_layer: float
+    layers: int
+    detail: dict[str, float] = field(default_factory=dict)
+
+
+def kv_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool, tp_size: int = 1) -> KVCost:
+    """Per-token KV bytes per GPU for the model family of `config`."""
+    arch = _arch(config)
+    layers = int(_req(config, "num_hidden_layers"))
+    if arch == DSV4_ARCH:
+        return _dsv4_cost(config, kv_cache_dtype, bf16_index_k)
+    if arch in DSA_ARCHS:
+        latent = mla_latent_bytes(config, kv_cache_dtype, scaled_fp8=True)
+        index = index_k_bytes(config, bf16_index_k)
+        per_layer = latent + index
+        return KVCost(per_layer * layers, per_layer, layers, {"latent": latent, "index_k": index})
+    if arch in MLA_ARCHS or config.get("kv_lora_rank"):
+        latent = mla_latent_bytes(config, kv_cache_dtype, scaled_fp8=False)
+        return KVCost(latent * layers, latent, layers, {"latent": latent})
+    heads = int(config.get("num_key_value_heads") or _req(config, "num_attention_heads"))
+    head_dim = int(config.get("head_dim") or int(_req(config, "hidden_size")) // int(_req(config, "num_attention_heads")))
+    per_gpu_heads = max(1, heads // max(1, tp_size))
+    per_layer = per_gpu_heads * head_dim * 2 * kv_dtype_bytes(kv_cache_dtype)
+    return KVCost(per_layer * layers, per_layer, layers, {"kv_heads_per_gpu": per_gpu_heads})
+
+
+def _dsv4_ratios(config: Mapping[str, Any]) -> list[int]:
+    layers = int(_req(config, "num_hidden_layers"))
+    ratios = [int(r) for r in _req(config, "compress_ratios")]
+    if len(ratios) != layers:
+        raise CapacityError(
+            f"model config field compress_ratios has {len(ratios)} entries, num_hidden_layers={layers}; "
+            "fix: one ratio (0, 4 or 128) per layer"
+        )
+    bad = sorted({r for r in ratios if r not in (0, 4, 128)})
+    if bad:
+        raise CapacityError(f"model config field compress_ratios has unsupported ratios {bad}; fix: use 0, 4 or 128")
+    return ratios
+
+
+def _dsv4_latent_bytes(config: Mapping[str, Any], kv_cache_dtype: str) -> int:
+    nope, rope = int(_req(config, "qk_nope_head_dim")), int(_req(config, "qk_rope_head_dim"))
+    if kv_cache_dtype not in ("fp8_e4m3", "bfloat16", "bf16"):
+        raise CapacityError(f"kv_cache_dtype={kv_cache_dtype!r} is not allowed for DeepSeek-V4; fix: fp8_e4m3 or bfloat16")
+    return nope + rope * 2 + 8 if kv_cache_dtype == "fp8_e4m3" else (nope + rope) * 2
+
+
+def _dsv4_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool) -> KVCost:
+    """Full-token bytes: c4 layers keep kv/4 plus an index key/4, c128 layers kv/128; SWA is priced apart."""
+    ratios = _dsv4_ratios(config)
+    kv = _dsv4_latent_bytes(config, kv_cache_dtype)
+    index = index_k_bytes(config, bf16_index_k)
+    c4, c128 = ratios.count(4), ratios.count(128)
+    c4_bytes = c4 * (kv / 4 + index / 4)
+    c128_bytes = c128 * kv / 128
+    per_token = c4_bytes + c128_bytes
+    detail = {"latent": kv, "index_k": index, "c4_layers": c4, "c128_layers": c128, "c4": c4_bytes, "c128": c128_bytes}
+    return KVCost(per_token, per_token / len(ratios), len(ratios), detail)
+
+
+def _dsv4_swa_token_bytes(config: Mapping[str, Any], kv_cache_dtype: str, page_size: int) -> float:
+    """One SWA slot across all layers, plus the c4 compress state priced per SWA page (fp32 state)."""
+    ratios = _dsv4_ratios(config)
+    kv = _dsv4_latent_bytes(config, kv_cache_dtype)
+    head = int(_req(config, "qk_nope_head_dim")) + int(_req(config, "qk_rope_head_dim"))
+    index_dim = int(config.get("index_head_dim", 128))
+    state = 2 * 2 * (head + index_dim) * 4
+    return kv * len(ratios) + DSV4_C4_RING / page_size * state * ratios.count(4)
+
+
+def _dsv4_fixed_bytes(config: Mapping[str, Any], resolved: Mapping[str, Any], page_size: int) -> tuple[int, int]:
+    """Request-scoped bytes taken before the full pool: the capped SWA pool and the c128 state rings.
+
+    Returns (fixed bytes, SWA tokens). With an explicit swa_full_tokens_ratio the SWA pool scales with the
+    full pool instead, which the caller prices per token.
+    """
+    window = int(config.get("sliding_window") or config.get("window_size") or 128)
+    mrr = int(resolved["max_running_requests"])
+    mode = resolved.get("disaggregation_mode") or "null"
+    per_request = window + 1 + page_size + page_size  # window, eviction step, alignment pad, decode page
+    if mode == "decode":
+        cap = per_request * mrr
+    else:
+        cap = per_request * mrr + 2 * int(resolved.get("chunked_prefill_size") or 0) + page_size
+    tails = 0 if resolved.get("disable_radix_cache") or mode == "decode" else 4 * mrr
+    swa_tokens = _ceil_to(cap + tails * (window + page_size), page_size)
+    ratios = _dsv4_ratios(config)
+    head = int(_req(config, "qk_nope_head_dim")) + int(_req(config, "qk_rope_head_dim"))
+    slots = mrr + 1
+    rows = _ceil_to(slots * DSV4_C128_RING + DSV4_C128_RING + 1, 128)
+    c128_state = rows * 2 * head * 4 * ratios.count(128)
+    if resolved.get("swa_full_tokens_ratio") is not None:
+        return c128_state, 0
+    swa_bytes = swa_tokens * _dsv4_swa_token_bytes(config, str(resolved["kv_cache_dtype"]), page_size)
+    return int(swa_bytes) + c128_state, swa_tokens
+
+
+def _ceil_to(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+# ---------------------------------------------------------------- resolution of defaults
+
+
+def model_context_len(config: Mapping[str, Any]) -> int:
+    return int(_req(config, "max_position_embeddings"))
+
+
+def default_mem_fraction(gpu_memory_gib: float, tp_size: int, activation_tokens: int) -> float:
+    """SGLang's estimate when --mem-fraction-static is unset (memory_hook.handle_gpu_memory_settings)."""
+    gpu_mb = gpu_memory_gib * 1024
+    reserved = 512 + 1.5 * activation_tokens + tp_size / 8 * 1024
+    if gpu_memory_gib > 60:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mb - reserved) / gpu_mb, 3)
+
+
+def resolve_args(config: Mapping[str, Any], envelope: Mapping[str, Any], gpu_memory_gib: float) -> dict[str, Any]:
+    """The envelope after SGLang's model overrides and memory defaults (what /server_info echoes)."""
+    out = dict(envelope)
+    tp = int(out.get("tp_size") or 1)
+    out["tp_size"] = tp
+    out.setdefault("disaggregation_mode", "null")
+    out["disaggregation_mode"] = out["disaggregation_mode"] or "null"
+    if out.get("chunked_prefill_size") is None:
+        out["chunked_prefill_size"] = 8192 if gpu_memory_gib >= 90 else 4096
+    if out.get("max_prefill_tokens") is None:
+        out["max_prefill_tokens"] = 16384
+    kv = out.get("kv_cache_dtype") or "auto"
+    if is_dsv4(config):
+        out["page_size"] = DSV4_PAGE_SIZE
+        out["kv_cache_dtype"] = "fp8_e4m3" if kv == "auto" else kv
+        if out.get("max_running_requests") is None:
+            out["max_running_requests"] = DSV4_DEFAULT_MAX_RUNNING
+        if out["disaggregation_mode"] == "decode":
+            out["disable_radix_cache"] = True
+    else:
+        out["kv_cache_dtype"] = kv
+        if out.get("page_size") is None:
+            out["page_size"] = 64 if _arch(config) in DSA_ARCHS else 1
+    if out.get("mem_fraction_static") is None:
+        mode = out["disaggregation_mode"]
+        running = int(out.get("max_running_requests") or 0)
+        activation = max(running, 2048) if mode == "decode" else max(int(out["chunked_prefill_size"]), 2048)
+        out["mem_fraction_static"] = default_mem_fraction(gpu_memory_gib, tp, activation)
+    return out
+
+
+# ---------------------------------------------------------------- the engine's limits
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """The limits one engine runs with, as SGLang 0.5.23 resolves them."""
+
+    resolved: dict[str, Any]
+    context_len: int
+    max_total_num_tokens: int
+    token_capacity_swa: int | None
+    max_running_requests: int
+    max_req_len: int
+    max_req_input_len: int
+    page_size: int
+    bytes_per_token: float
+    fixed_bytes: int
+    weights_bytes: int
+    kv_budget_bytes: int
+    memory_usage: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def weights_bytes_per_gpu(params_b: float, quantization: str, tp_size: int) -> int:
+    """Weights per GPU: parameters x bytes per parameter / tp_size (experts spread over TP ranks)."""
+    if quantization not in QUANT_BYTES:
+        raise CapacityError(f"quantization={quantization!r} is unknown; fix: one of {', '.join(QUANT_BYTES)}")
+    if params_b <= 0:
+        raise CapacityError(f"params_b={params_b!r} must be > 0 (billions of parameters)")
+    return int(params_b * 1e9 * QUANT_BYTES[quantization] / tp_size)
+
+
+def _check_inputs(envelope: Mapping[str, Any], gpu_memory_gib: float) -> None:
+    if not isinstance(gpu_memory_gib, (int, float)) or gpu_memory_gib <= 0:
+        raise CapacityError(f"gpu_memory_gib={gpu_memory_gib!r} must be > 0 (GiB per GPU)")
+    mfs = envelope.get("mem_fraction_static")
+    if mfs is not None and not 0 < float(mfs) < 1:
+        raise CapacityError(f"mem_fraction_static={mfs!r} must be in (0, 1)")
+    for name in ("context_length", "max_total_tokens", "max_running_requests", "tp_size", "page_size"):
+        value = envelope.get(name)
+        if value is not None and int(value) <= 0:
+            raise CapacityError(f"{name}={value!r} must be > 0")
+
+
+def resolve_engine(
+    model_config: Mapping[str, Any],
+    envelope: Mapping[str, Any],
+    gpu_memory_gib: float,
+    weights_gib_per_gpu: float | None = None,
+    *,
+    params_b: float | None = None,
+    quantization: str | None = None,
+    cuda_context_gib: float = 1.0,
+) -> EngineLimits:
+    """Resolve one engine's envelope into the limits the engine applies.
+
+    Weights come from `weights_gib_per_gpu`, else from `params_b` x `quantization`, else from the config's
+    `num_parameters_b` / `quantization` fields.
+    """
+    _check_inputs(envelope, gpu_memory_gib)
+    args = resolve_args(model_config, envelope, gpu_memory_gib)
+    tp, page = int(args["tp_size"]), int(args["page_size"])
+    if weights_gib_per_gpu is not None:
+        weights = int(weights_gib_per_gpu * GIB)
+    else:
+        pb = params_b if params_b is not None else model_config.get("num_parameters_b")
+        quant = quantization or model_config.get("quantization") or "bf16"
+        if pb is None:
+            raise CapacityError("params_b is unknown: declare the model's parameter count (billions) or weights_gib")
+        weights = weights_bytes_per_gpu(float(pb), str(quant), tp)
+
+    context_len = model_context_len(model_config)
+    if args.get("context_length") is not None:
+        context_len = int(args["context_length"])
+
+    bf16_index = bool(args.get("bf16_index_k"))
+    cost = kv_cost(model_config, str(args["kv_cache_dtype"]), bf16_index, tp)
+    per_token = cost.per_token
+    fixed, swa_tokens = 0, 0
+    if is_dsv4(model_config):
+        fixed, swa_tokens = _dsv4_fixed_bytes(model_config, args, page)
+        ratio = args.get("swa_full_tokens_ratio")
+        if ratio is not None:
+            per_token += float(ratio) * _dsv4_swa_token_bytes(model_config, str(args["kv_cache_dtype"]), page)
+
+    pre_load_free = (gpu_memory_gib - cuda_context_gib) * GIB
+    rest = pre_load_free * float(args["mem_fraction_static"]) - weights
+    if rest <= 0:
+        raise CapacityError(
+            f"weights ({weights / GIB:.1f} GiB per GPU) leave no GPU memory at mem_fraction_static="
+            f"{args['mem_fraction_static']} on {gpu_memory_gib} GiB GPUs; fix: raise mem_fraction_static or tp_size"
+        )
+    tokens = int((rest - fixed) // per_token) // page * page
+    if tokens <= 0:
+        raise CapacityError(
+            f"Not enough memory. Please try to increase --mem-fraction-static "
+            f"(mem_fraction_static={args['mem_fraction_static']}, KV budget {(rest - fixed) / GIB:.2f} GiB)"
+        )
+    if args.get("max_total_tokens") is not None:
+        tokens = min(tokens, int(args["max_total_tokens"]))
+    if swa_tokens == 0 and is_dsv4(model_config):
+        swa_tokens = int(tokens * float(args.get("swa_full_tokens_ratio") or DSV4_DEFAULT_SWA_RATIO)) // page * page
+
+    running = resolve_max_running_requests(args.get("max_running_requests"), tokens, context_len, args.get("dp_size"))
+    max_req_len = min(context_len - 1, tokens - 1)
+    kv_bytes = int(tokens * per_token + fixed)
+    memory = {
+        "weight": round(weights / GIB, 2),
+        "kvcache": round(kv_bytes / GIB, 2),
+        "startup_available": round(pre_load_free / GIB, 2),
+        "token_capacity": tokens,
+        "token_capacity_swa": swa_tokens or None,
+        "graph": {"prefill": 0.0, "decode": 0.0, "target_verify": 0.0, "draft_prefill": 0.0,
+                  "draft_decode": 0.0, "draft_extend": 0.0},
+    }
+    return EngineLimits(
+        resolved=args,
+        context_len=context_len,
+        max_total_num_tokens=tokens,
+        token_capacity_swa=swa_tokens or None,
+        max_running_requests=running,
+        max_req_len=max_req_len,
+        max_req_input_len=max_req_len - RESERVED_DECODE_TOKENS,
+        page_size=page,
+        bytes_per_token=per_token,
+        fixed_bytes=fixed,
+        weights_bytes=weights,
+        kv_budget_bytes=int(rest),
+        memory_usage=memory,
+    )
+
+
+def resolve_max_running_requests(
+    requested: int | None, token_capacity: int, context_len: int, attn_dp_size: int | None = None
+) -> int:
+    """Effective running requests per DP worker (kv_cache_configurator.resolve_max_num_reqs)."""
+    dp = max(1, int(attn_dp_size or 1))
+    if requested is not None:
+        return min(max(1, int(requested) // dp), token_capacity // 2)
+    estimated = min(max(int(token_capacity / context_len * 512), 2048), 4096)
+    return min(estimated, token_capacity // 2)
+
+
+# ---------------------------------------------------------------- concurrency table
+
+
+@dataclass(frozen=True)
+class ConcurrencyRow:
+    context_len: int
+    fit_in_pool: int
+    concurrent: int
+    binding: str  # kv_pool | max_running_requests | router
+    fit_fp8_index: int | None
+    lost_to_bf16_index: int | None
+
+
+def requests_that_fit(pool_tokens: int, request_tokens: int, page_size: int) -> int:
+    """Requests of `request_tokens` each that the pool holds at once (each rounds up to whole pages)."""
+    return pool_tokens // _ceil_to(max(1, request_tokens), page_size)
+
+
+def concurrency_table(
+    limits: EngineLimits,
+    context_lens: Sequence[int],
+    router_concurrency: int | None = None,
+    fp8_limits: EngineLimits | None = None,
+) -> list[ConcurrencyRow]:
+    """For each per-call context length: requests that fit at once and which limit binds first."""
+    rows = []
+    for length in sorted({int(c) for c in context_lens}):
+        fit = requests_that_fit(limits.max_total_num_tokens, length, limits.page_size)
+        bounds = {"kv_pool": fit, "max_running_requests": limits.max_running_requests}
+        if router_concurrency is not None and router_concurrency > 0:
+            bounds["router"] = router_concurrency
+        binding = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
+        fp8_fit = None
+        if fp8_limits is not None:
+            fp8_fit = requests_that_fit(fp8_limits.max_total_num_tokens, length, fp8_limits.page_size)
+        rows.append(
+            ConcurrencyRow(length, fit, bounds[binding], binding, fp8_fit, None if fp8_fit is None else fp8_fit - fit)
+        )
+    return rows
+
+
+def default_context_lens(declared: int) -> list[int]:
+    """A ladder of per-call context lengths up to and including the declared one."""
+    ladder = [4096, 8192, 32768, 65536, 131072, 262144, 524288, 1048576]
+    return sorted({c for c in ladder if c <= declared} | {declared})
+
+
+def bf16_index_loss(
+    model_config: Mapping[str, Any], envelope: Mapping[str, Any], gpu_memory_gib: float, **kwargs: Any
+) -> tuple[EngineLimits, EngineLimits, float]:
+    """(limits with bf16 index keys, limits with fp8 index keys, share of KV tokens the bf16 keys cost)."""
+    bf16 = resolve_engine(model_config, {**envelope, "bf16_index_k": True}, gpu_memory_gib, **kwargs)
+    fp8 = resolve_engine(model_config, {**envelope, "bf16_index_k": False}, gpu_memory_gib, **kwargs)
+    loss = 1 - bf16.max_total_num_tokens / fp8.max_total_num_tokens if fp8.max_total_num_tokens else math.nan
+    return bf16, fp8, loss

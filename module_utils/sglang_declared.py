@@ -1,0 +1,79 @@
+"""The declared layer: build each server's envelope from inventory variables.
+
+Inventory shape (group_vars):
+  sglang_model:          {name, path, served_name, params_b, quantization}
+  sglang_gpu_memory_gib: per-GPU memory of the engine hosts
+  sglang_engine_common:  envelope keys shared by prefill and decode
+  sglang_prefill / sglang_decode: the role's envelope keys plus gpu_ids (host_vars may override whole dicts)
+  sglang_router:         router envelope keys
+Groups: sglang_prefill, sglang_decode (children of sglang_engine) and sglang_router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    from ansible.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
+except ImportError:
+    from .sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
+
+UNIT_NAMES = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "router": "sglang-dsv4-router"}
+GROUPS = {"prefill": "sglang_prefill", "decode": "sglang_decode", "router": "sglang_router"}
+
+
+def engine_envelope(role: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared envelope of one engine on one host: common keys, then the role's, then derived keys."""
+    if role not in ENGINE_ROLES:
+        raise EnvelopeError(f"role={role!r} is not an engine role ({', '.join(ENGINE_ROLES)})")
+    common = hostvars.get("sglang_engine_common") or {}
+    own = hostvars.get(f"sglang_{role}") or {}
+    where_common, where_role = "sglang_engine_common", f"sglang_{role}"
+    merged = {**normalize(role, dict(common), where_common), **normalize(role, dict(own), where_role)}
+    model = hostvars.get("sglang_model") or {}
+    merged.setdefault("model_path", model.get("path"))
+    merged.setdefault("served_model_name", model.get("served_name"))
+    merged["disaggregation_mode"] = role
+    gpu_ids = merged.get("gpu_ids")
+    if gpu_ids:
+        merged.setdefault("base_gpu_id", min(int(g) for g in gpu_ids))
+    merged.pop("enabled", None)
+    if role == "decode":
+        merged.pop("disaggregation_bootstrap_port", None)
+    return merged
+
+
+def router_envelope(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared router envelope (worker lists are derived separately, from the inventory groups)."""
+    return normalize("router", dict(hostvars.get("sglang_router") or {}), "sglang_router")
+
+
+def engine_url(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
+    """How the router and the audit reach an engine: sglang_advertise_host, else the inventory host name."""
+    address = hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host
+    return f"http://{address}:{envelope['port']}"
+
+
+def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> dict[str, Any]:
+    """Prefill (url, bootstrap port) and decode urls of every engine in the inventory."""
+    prefill = []
+    for host in groups.get(GROUPS["prefill"], []):
+        env = engine_envelope("prefill", all_hostvars[host])
+        prefill.append({"host": host, "url": engine_url(host, all_hostvars[host], env),
+                        "bootstrap_port": env.get("disaggregation_bootstrap_port", 8998)})
+    decode = []
+    for host in groups.get(GROUPS["decode"], []):
+        env = engine_envelope("decode", all_hostvars[host])
+        decode.append({"host": host, "url": engine_url(host, all_hostvars[host], env)})
+    return {"prefill": prefill, "decode": decode}
+
+
+def router_argv_workers(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """`--prefill URL PORT ... --decode URL ...` for smg's PD mode."""
+    argv: list[str] = []
+    for w in worker_map["prefill"]:
+        argv += ["--prefill", w["url"], str(w["bootstrap_port"])]
+    for w in worker_map["decode"]:
+        argv += ["--decode", w["url"]]
+    return argv

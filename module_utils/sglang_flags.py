@@ -1,0 +1,147 @@
+"""The flag codec: envelope -> argv/environment for the serve scripts, and argv/environment -> envelope.
+
+Rendering and parsing live here only, so the on-disk and running layers are read back with the same rules
+that wrote them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+try:
+    from ansible.module_utils.sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
+except ImportError:  # outside Ansible: imported as a package
+    from .sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
+
+SECRET_PLACEHOLDER = {"api_key": "${SGLANG_API_KEY}"}
+REDACTED = "<redacted>"
+
+
+def _render_value(key: Key, value: Any) -> list[str]:
+    if key.kind == "bool":
+        return [key.flag] if value else []  # type: ignore[list-item]
+    if key.kind == "intlist":
+        return [key.flag, *(str(v) for v in value)]  # type: ignore[list-item]
+    if key.kind == "float":
+        return [key.flag, repr(float(value))]  # type: ignore[list-item]
+    return [key.flag, str(value)]  # type: ignore[list-item]
+
+
+def to_argv(role: str, envelope: Mapping[str, Any], secrets_as_env: bool = True) -> list[str]:
+    """Flags for one server in schema order; unset (None) keys are not rendered, secrets become env refs."""
+    argv: list[str] = []
+    for key in keys_for(role):
+        if key.flag is None or envelope.get(key.name) is None:
+            continue
+        value = envelope[key.name]
+        if key.secret and secrets_as_env:
+            argv += [key.flag, SECRET_PLACEHOLDER[key.name]]
+            continue
+        argv += _render_value(key, value)
+    return argv
+
+
+def to_environ(role: str, envelope: Mapping[str, Any]) -> dict[str, str]:
+    """Environment variables an envelope sets (e.g. SGLANG_DSV4_BF16_INDEX_K=1)."""
+    env = {}
+    for key in keys_for(role):
+        if key.env and envelope.get(key.name) is not None:
+            value = envelope[key.name]
+            env[key.env] = ("1" if value else "0") if key.kind == "bool" else str(value)
+    return env
+
+
+def render_args(role: str, envelope: Mapping[str, Any]) -> list[str]:
+    """Argv split into one `--flag value` group per line, shell-quoted, for a readable serve script."""
+    lines: list[str] = []
+    for token in to_argv(role, envelope):
+        quoted = token if token.startswith("${") else shlex.quote(token)
+        if token.startswith("--") or not lines:
+            lines.append(quoted)
+        else:
+            lines[-1] += " " + (f'"{token}"' if token.startswith("${") else quoted)
+    return lines
+
+
+_FLAG_TO_KEY: dict[str, Key] = {}
+for _k in BY_NAME.values():
+    if _k.flag:
+        _FLAG_TO_KEY[_k.flag] = _k
+_ALIASES = {"--tensor-parallel-size": "--tp-size", "--tp": "--tp-size", "--model": "--model-path",
+            "--data-parallel-size": "--dp-size"}
+
+
+def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:
+    """Envelope keys found in an engine or router argv; unknown flags are skipped, secrets redacted."""
+    valid = {k.name for k in keys_for(role)}
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, _, inline = token.partition("=")
+        key = _FLAG_TO_KEY.get(_ALIASES.get(flag, flag))
+        i += 1
+        if key is None or key.name not in valid:
+            continue
+        if key.kind == "bool":
+            out[key.name] = True
+            continue
+        values: list[str] = [inline] if inline else []
+        if not inline and key.kind == "intlist":
+            while i < len(argv) and not argv[i].startswith("--"):
+                values.append(argv[i])
+                i += 1
+        elif not inline and i < len(argv):
+            values.append(argv[i])
+            i += 1
+        if not values:
+            raise EnvelopeError(f"flag {flag} has no value in the command line")
+        out[key.name] = REDACTED if key.secret else _parse(key, values)
+    return out
+
+
+def from_environ(role: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Envelope keys carried by environment variables."""
+    out: dict[str, Any] = {}
+    for key in keys_for(role):
+        if key.env:
+            raw = environ.get(key.env)
+            out[key.name] = (raw == "1") if key.kind == "bool" else raw
+    return out
+
+
+def _parse(key: Key, values: list[str]) -> Any:
+    if key.kind == "intlist":
+        return [int(v) for v in values]
+    raw = values[0]
+    if key.kind == "int":
+        return int(raw)
+    if key.kind == "size":
+        return parse_size(raw)
+    if key.kind == "float":
+        return float(raw)
+    return raw
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """KEY=value lines of a systemd EnvironmentFile (quotes stripped, comments skipped)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        env[name.strip()] = value.strip().strip('"').strip("'")
+    return env
+
+
+def parse_script(text: str) -> list[str]:
+    """The argv of the `exec` line of a serve script (line continuations joined)."""
+    joined = text.replace("\\\n", " ")
+    for line in joined.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("exec "):
+            return shlex.split(stripped[len("exec ") :], posix=True)
+    raise EnvelopeError("the serve script has no exec line; fix: redeploy it from the template")
