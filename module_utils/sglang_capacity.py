@@ -110,7 +110,9 @@ def kv_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool, 
         latent = mla_latent_bytes(config, kv_cache_dtype, scaled_fp8=False)
         return KVCost(latent * layers, latent, layers, {"latent": latent})
     heads = int(config.get("num_key_value_heads") or _req(config, "num_attention_heads"))
-    head_dim = int(config.get("head_dim") or int(_req(config, "hidden_size")) // int(_req(config, "num_attention_heads")))
+    head_dim = int(
+        config.get("head_dim") or int(_req(config, "hidden_size")) // int(_req(config, "num_attention_heads"))
+    )
     per_gpu_heads = max(1, heads // max(1, tp_size))
     per_layer = per_gpu_heads * head_dim * 2 * kv_dtype_bytes(kv_cache_dtype)
     return KVCost(per_layer * layers, per_layer, layers, {"kv_heads_per_gpu": per_gpu_heads})
@@ -133,7 +135,9 @@ def _dsv4_ratios(config: Mapping[str, Any]) -> list[int]:
 def _dsv4_latent_bytes(config: Mapping[str, Any], kv_cache_dtype: str) -> int:
     nope, rope = int(_req(config, "qk_nope_head_dim")), int(_req(config, "qk_rope_head_dim"))
     if kv_cache_dtype not in ("fp8_e4m3", "bfloat16", "bf16"):
-        raise CapacityError(f"kv_cache_dtype={kv_cache_dtype!r} is not allowed for DeepSeek-V4; fix: fp8_e4m3 or bfloat16")
+        raise CapacityError(
+            f"kv_cache_dtype={kv_cache_dtype!r} is not allowed for DeepSeek-V4; fix: fp8_e4m3 or bfloat16"
+        )
     return nope + rope * 2 + 8 if kv_cache_dtype == "fp8_e4m3" else (nope + rope) * 2
 
 
@@ -352,8 +356,14 @@ def resolve_engine(
         "startup_available": round(pre_load_free / GIB, 2),
         "token_capacity": tokens,
         "token_capacity_swa": swa_tokens or None,
-        "graph": {"prefill": 0.0, "decode": 0.0, "target_verify": 0.0, "draft_prefill": 0.0,
-                  "draft_decode": 0.0, "draft_extend": 0.0},
+        "graph": {
+            "prefill": 0.0,
+            "decode": 0.0,
+            "target_verify": 0.0,
+            "draft_prefill": 0.0,
+            "draft_decode": 0.0,
+            "draft_extend": 0.0,
+        },
     }
     return EngineLimits(
         resolved=args,

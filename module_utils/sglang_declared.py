@@ -60,8 +60,13 @@ def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, 
     prefill = []
     for host in groups.get(GROUPS["prefill"], []):
         env = engine_envelope("prefill", all_hostvars[host])
-        prefill.append({"host": host, "url": engine_url(host, all_hostvars[host], env),
-                        "bootstrap_port": env.get("disaggregation_bootstrap_port", 8998)})
+        prefill.append(
+            {
+                "host": host,
+                "url": engine_url(host, all_hostvars[host], env),
+                "bootstrap_port": env.get("disaggregation_bootstrap_port", 8998),
+            }
+        )
     decode = []
     for host in groups.get(GROUPS["decode"], []):
         env = engine_envelope("decode", all_hostvars[host])

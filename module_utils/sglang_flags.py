@@ -69,8 +69,12 @@ _FLAG_TO_KEY: dict[str, Key] = {}
 for _k in BY_NAME.values():
     if _k.flag:
         _FLAG_TO_KEY[_k.flag] = _k
-_ALIASES = {"--tensor-parallel-size": "--tp-size", "--tp": "--tp-size", "--model": "--model-path",
-            "--data-parallel-size": "--dp-size"}
+_ALIASES = {
+    "--tensor-parallel-size": "--tp-size",
+    "--tp": "--tp-size",
+    "--model": "--model-path",
+    "--data-parallel-size": "--dp-size",
+}
 
 
 def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:

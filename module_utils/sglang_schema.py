@@ -172,9 +172,7 @@ def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]
     out: dict[str, Any] = {}
     for name, value in envelope.items():
         if name in REMOVED_FLAGS:
-            raise EnvelopeError(
-                f"{where}.{name} is a flag SGLang 0.5.23 removed; fix: use {REMOVED_FLAGS[name]}"
-            )
+            raise EnvelopeError(f"{where}.{name} is a flag SGLang 0.5.23 removed; fix: use {REMOVED_FLAGS[name]}")
         if name in DEPLOY_KEYS:
             out[name] = value
             continue

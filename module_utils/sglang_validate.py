@@ -31,52 +31,99 @@ def engine_limits(model_config: Mapping[str, Any], env: Mapping[str, Any], hostv
     )
 
 
-def check_engine(host: str, role: str, env: Mapping[str, Any], hostvars: Mapping[str, Any],
-                 model_config: Mapping[str, Any]) -> list[str]:
+def check_engine(
+    host: str, role: str, env: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]
+) -> list[str]:
     """Arithmetic checks of one engine envelope."""
     var = f"{host}: sglang_{role}"
     errors: list[str] = []
     gpu_ids = [int(g) for g in env.get("gpu_ids") or []]
     tp = int(env.get("tp_size") or 1)
     if len(gpu_ids) != tp:
-        errors.append(_msg(f"{var}.gpu_ids", gpu_ids, f"tp_size={tp} needs exactly {tp} GPUs",
-                           f"list {tp} GPU ids or set tp_size to {len(gpu_ids)}"))
+        errors.append(
+            _msg(
+                f"{var}.gpu_ids",
+                gpu_ids,
+                f"tp_size={tp} needs exactly {tp} GPUs",
+                f"list {tp} GPU ids or set tp_size to {len(gpu_ids)}",
+            )
+        )
     if gpu_ids and sorted(gpu_ids) != list(range(min(gpu_ids), min(gpu_ids) + len(gpu_ids))):
-        errors.append(_msg(f"{var}.gpu_ids", gpu_ids, "SGLang uses base_gpu_id..base_gpu_id+tp_size-1",
-                           "declare contiguous GPU ids"))
+        errors.append(
+            _msg(
+                f"{var}.gpu_ids",
+                gpu_ids,
+                "SGLang uses base_gpu_id..base_gpu_id+tp_size-1",
+                "declare contiguous GPU ids",
+            )
+        )
     per_host = hostvars.get("sglang_gpus_per_host")
     if per_host is not None and any(g < 0 or g >= int(per_host) for g in gpu_ids):
-        errors.append(_msg(f"{var}.gpu_ids", gpu_ids, f"the host has GPUs 0..{int(per_host) - 1}",
-                           "use GPU ids that exist on the host"))
+        errors.append(
+            _msg(
+                f"{var}.gpu_ids",
+                gpu_ids,
+                f"the host has GPUs 0..{int(per_host) - 1}",
+                "use GPU ids that exist on the host",
+            )
+        )
     mfs = env.get("mem_fraction_static")
     if mfs is not None and not 0 < float(mfs) < 1:
         errors.append(_msg(f"{var}.mem_fraction_static", mfs, "must be in (0, 1)", "use e.g. 0.83"))
     if env.get("max_queued_requests") is not None:
-        errors.append(_msg(f"{var}.max_queued_requests", env["max_queued_requests"],
-                           "SGLang ignores --max-queued-requests in PD mode",
-                           "remove it and bound the queue with sglang_router.queue_size"))
+        errors.append(
+            _msg(
+                f"{var}.max_queued_requests",
+                env["max_queued_requests"],
+                "SGLang ignores --max-queued-requests in PD mode",
+                "remove it and bound the queue with sglang_router.queue_size",
+            )
+        )
     chunk, max_prefill = env.get("chunked_prefill_size"), env.get("max_prefill_tokens")
     if chunk is not None and max_prefill is not None and int(chunk) > 0 and int(chunk) > int(max_prefill):
-        errors.append(_msg(f"{var}.chunked_prefill_size", chunk,
-                           f"larger than max_prefill_tokens={max_prefill}, which caps every prefill batch",
-                           f"lower it to <= {max_prefill} or raise max_prefill_tokens"))
+        errors.append(
+            _msg(
+                f"{var}.chunked_prefill_size",
+                chunk,
+                f"larger than max_prefill_tokens={max_prefill}, which caps every prefill batch",
+                f"lower it to <= {max_prefill} or raise max_prefill_tokens",
+            )
+        )
     if is_dsv4(model_config):
         if env.get("page_size") not in (None, 256):
-            errors.append(_msg(f"{var}.page_size", env["page_size"], "SGLang forces 256 for DeepSeek-V4",
-                               "declare 256 or leave it unset"))
+            errors.append(
+                _msg(
+                    f"{var}.page_size",
+                    env["page_size"],
+                    "SGLang forces 256 for DeepSeek-V4",
+                    "declare 256 or leave it unset",
+                )
+            )
         if env.get("kv_cache_dtype") not in (None, "auto", "fp8_e4m3", "bfloat16"):
-            errors.append(_msg(f"{var}.kv_cache_dtype", env["kv_cache_dtype"],
-                               "DeepSeek-V4 allows only fp8_e4m3 or bfloat16", "use fp8_e4m3"))
+            errors.append(
+                _msg(
+                    f"{var}.kv_cache_dtype",
+                    env["kv_cache_dtype"],
+                    "DeepSeek-V4 allows only fp8_e4m3 or bfloat16",
+                    "use fp8_e4m3",
+                )
+            )
     model_max = model_context_len(model_config)
     ctx = env.get("context_length")
     if ctx is not None and int(ctx) > model_max:
-        errors.append(_msg(f"{var}.context_length", ctx, f"above the model's maximum {model_max}",
-                           f"lower it to <= {model_max}"))
+        errors.append(
+            _msg(f"{var}.context_length", ctx, f"above the model's maximum {model_max}", f"lower it to <= {model_max}")
+        )
     cap = env.get("max_total_tokens")
     if cap is not None and ctx is not None and int(cap) < int(ctx):
-        errors.append(_msg(f"{var}.max_total_tokens", cap,
-                           f"below one full-length request (context_length={ctx})",
-                           f"raise it to >= {ctx} or lower context_length"))
+        errors.append(
+            _msg(
+                f"{var}.max_total_tokens",
+                cap,
+                f"below one full-length request (context_length={ctx})",
+                f"raise it to >= {ctx} or lower context_length",
+            )
+        )
     if errors:
         return errors
     try:
@@ -84,9 +131,14 @@ def check_engine(host: str, role: str, env: Mapping[str, Any], hostvars: Mapping
     except CapacityError as exc:
         return [f"{var}: {exc}"]
     if ctx is not None and int(ctx) > limits.max_total_num_tokens:
-        errors.append(_msg(f"{var}.context_length", ctx,
-                           f"above the KV pool this envelope gets ({limits.max_total_num_tokens} tokens)",
-                           "lower context_length or raise mem_fraction_static"))
+        errors.append(
+            _msg(
+                f"{var}.context_length",
+                ctx,
+                f"above the KV pool this envelope gets ({limits.max_total_num_tokens} tokens)",
+                "lower context_length or raise mem_fraction_static",
+            )
+        )
     return errors
 
 
@@ -95,8 +147,9 @@ def _ports(role: str, env: Mapping[str, Any]) -> dict[str, Any]:
     return {f"sglang_{role}.{n}": env[n] for n in names if env.get(n) is not None}
 
 
-def check_fleet(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]],
-                model_config: Mapping[str, Any]) -> list[str]:
+def check_fleet(
+    all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], model_config: Mapping[str, Any]
+) -> list[str]:
     """Every problem in the inventory's envelope; an empty list means it may be deployed."""
     errors: list[str] = []
     decode_running = 0
@@ -113,16 +166,28 @@ def check_fleet(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[s
             for var, port in _ports(role, env).items():
                 other = per_host_ports.setdefault(host, {}).get(int(port))
                 if other:
-                    errors.append(_msg(f"{host}: {var}", port, f"port already used by {other}",
-                                       "give each server on a host its own ports"))
+                    errors.append(
+                        _msg(
+                            f"{host}: {var}",
+                            port,
+                            f"port already used by {other}",
+                            "give each server on a host its own ports",
+                        )
+                    )
                 per_host_ports[host][int(port)] = var
             if role == "router":
                 continue
             for gpu in env.get("gpu_ids") or []:
                 other = per_host_gpus.setdefault(host, {}).get(int(gpu))
                 if other:
-                    errors.append(_msg(f"{host}: sglang_{role}.gpu_ids", env["gpu_ids"],
-                                       f"GPU {gpu} is already used by {other}", "give each engine its own GPUs"))
+                    errors.append(
+                        _msg(
+                            f"{host}: sglang_{role}.gpu_ids",
+                            env["gpu_ids"],
+                            f"GPU {gpu} is already used by {other}",
+                            "give each engine its own GPUs",
+                        )
+                    )
                 per_host_gpus[host][int(gpu)] = f"sglang_{role}"
             engine_errors = check_engine(host, role, env, hv, model_config)
             errors += engine_errors
@@ -135,7 +200,12 @@ def check_fleet(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[s
             continue
         mcr = router.get("max_concurrent_requests")
         if mcr is not None and decode_running and int(mcr) > decode_running:
-            errors.append(_msg(f"{host}: sglang_router.max_concurrent_requests", mcr,
-                               f"above what the decode fleet runs at once ({decode_running})",
-                               f"lower it to <= {decode_running}; extra requests belong in queue_size"))
+            errors.append(
+                _msg(
+                    f"{host}: sglang_router.max_concurrent_requests",
+                    mcr,
+                    f"above what the decode fleet runs at once ({decode_running})",
+                    f"lower it to <= {decode_running}; extra requests belong in queue_size",
+                )
+            )
     return errors
