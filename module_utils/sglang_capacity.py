@@ -340,7 +340,8 @@ def resolve_engine(
     if tokens <= 0:
         raise CapacityError(
             f"Not enough memory. Please try to increase --mem-fraction-static "
-            f"(mem_fraction_static={args['mem_fraction_static']}, KV budget {(rest - fixed) / GIB:.2f} GiB)"
+            f"(mem_fraction_static={args['mem_fraction_static']}, KV budget {(rest - fixed) / GIB:.2f} GiB); "
+            "fix: raise mem_fraction_static or lower max_running_requests"
         )
     if args.get("max_total_tokens") is not None:
         tokens = min(tokens, int(args["max_total_tokens"]))

@@ -1,0 +1,144 @@
+"""`python -m sglang_envelope capacity --inventory inventories/production`: the capacity table of every engine.
+
+Host variables come from `ansible-inventory --list`, so group_vars/host_vars merge exactly as in a deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .sglang_capacity import CapacityError, bf16_index_loss, concurrency_table, default_context_lens
+from .sglang_chart import render_svg
+from .sglang_declared import GROUPS, engine_envelope, router_envelope
+from .sglang_schema import ENGINE_ROLES, EnvelopeError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """(hostvars, groups) of an inventory, resolved by ansible-inventory."""
+    exe = Path(sys.executable).with_name("ansible-inventory")
+    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", inventory, "--list"]
+    data = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout)
+    hostvars = data.get("_meta", {}).get("hostvars", {})
+    groups: dict[str, list[str]] = {}
+
+    def hosts_of(group: str) -> list[str]:
+        entry = data.get(group, {})
+        found = list(entry.get("hosts", []))
+        for child in entry.get("children", []):
+            found += hosts_of(child)
+        return found
+
+    for name in data:
+        if name != "_meta":
+            groups[name] = sorted(set(hosts_of(name)))
+    return hostvars, groups
+
+
+def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    name = (hostvars.get("sglang_model") or {}).get("name")
+    path = REPO / "models" / str(name) / "config.json"
+    if not path.is_file():
+        raise EnvelopeError(f"sglang_model.name={name!r}: no {path}; fix: add the model's config.json there")
+    return dict(json.loads(path.read_text()))
+
+
+def fleet_capacity(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """One entry per engine: its limits, the concurrency table and the bf16 index-key loss."""
+    routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+    router_cap = sum(int(r.get("max_concurrent_requests") or 0) for r in routers) or None
+    out = []
+    for role in ENGINE_ROLES:
+        for host in groups.get(GROUPS[role], []):
+            hv = hostvars[host]
+            env = engine_envelope(role, hv)
+            model = hv.get("sglang_model") or {}
+            kwargs = {"params_b": model.get("params_b"), "quantization": model.get("quantization")}
+            live, fp8, loss = bf16_index_loss(model_config_for(hv), env, float(hv["sglang_gpu_memory_gib"]), **kwargs)
+            if not env.get("bf16_index_k"):
+                live = fp8
+            declared_ctx = live.context_len
+            rows = concurrency_table(live, default_context_lens(declared_ctx), router_cap, fp8)
+            out.append(
+                {
+                    "host": host,
+                    "role": role,
+                    "limits": live,
+                    "rows": rows,
+                    "bf16_loss": loss,
+                    "bf16_index_k": bool(env.get("bf16_index_k")),
+                    "router_cap": router_cap,
+                }
+            )
+    return out
+
+
+def format_table(entry: Mapping[str, Any]) -> str:
+    lim = entry["limits"]
+    lines = [
+        f"## {entry['host']} {entry['role']}",
+        "",
+        f"- per-call context: {lim.context_len} tokens (max_req_input_len {lim.max_req_input_len})",
+        f"- total context (KV pool): {lim.max_total_num_tokens} tokens, page {lim.page_size}",
+        f"- parallel calls (max_running_requests): {lim.max_running_requests}",
+        f"- KV bytes per token per GPU: {lim.bytes_per_token:.1f}; "
+        f"request-scoped bytes: {lim.fixed_bytes / 2**30:.2f} GiB; "
+        f"weights per GPU: {lim.weights_bytes / 2**30:.1f} GiB",
+        f"- bf16 index keys: {'on' if entry['bf16_index_k'] else 'off'}; "
+        f"they cost {entry['bf16_loss'] * 100:.1f} % of KV tokens",
+        "",
+        "| context | fit in KV pool | run at once | binding limit | fit with fp8 index keys | lost to bf16 keys |",
+        "|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in entry["rows"]:
+        lines.append(
+            f"| {r.context_len} | {r.fit_in_pool} | {r.concurrent} | {r.binding} | {r.fit_fp8_index} | "
+            f"{r.lost_to_bf16_index} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def capacity_command(inventory: str, out_dir: str | None) -> int:
+    try:
+        hostvars, groups = load_inventory(inventory)
+        entries = fleet_capacity(hostvars, groups)
+    except (EnvelopeError, CapacityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    target = Path(out_dir or REPO / "reports" / f"capacity-{Path(inventory).name}")
+    target.mkdir(parents=True, exist_ok=True)
+    report = [f"# Capacity of {inventory}", ""]
+    for entry in entries:
+        table = format_table(entry)
+        svg_name = f"{entry['host']}-{entry['role']}.svg"
+        lim = entry["limits"]
+        svg = render_svg(
+            entry["rows"],
+            lim.context_len,
+            lim.max_running_requests,
+            entry["router_cap"],
+            f"{entry['host']} {entry['role']}: concurrent full-length requests",
+        )
+        (target / svg_name).write_text(svg)
+        report += [table, f"![chart]({svg_name})", ""]
+        print(table)
+    (target / "capacity.md").write_text("\n".join(report))
+    print(f"table and charts written to {target}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sglang_envelope")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cap = sub.add_parser("capacity", help="capacity table and chart of every engine host of an inventory")
+    cap.add_argument("--inventory", "-i", required=True)
+    cap.add_argument("--out", help="directory for capacity.md and the SVG charts")
+    args = parser.parse_args(argv)
+    return capacity_command(args.inventory, args.out)
