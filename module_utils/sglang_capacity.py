@@ -164,7 +164,9 @@ def _dsv4_swa_token_bytes(config: Mapping[str, Any], kv_cache_dtype: str, page_s
     return kv * len(ratios) + DSV4_C4_RING / page_size * state * ratios.count(4)
 
 
-def _dsv4_fixed_bytes(config: Mapping[str, Any], resolved: Mapping[str, Any], page_size: int) -> tuple[int, int]:
+def _dsv4_fixed_bytes(
+    config: Mapping[str, Any], resolved: Mapping[str, Any], page_size: int, ratio_explicit: bool
+) -> tuple[int, int]:
     """Request-scoped bytes taken before the full pool: the capped SWA pool and the c128 state rings.
 
     Returns (fixed bytes, SWA tokens). With an explicit swa_full_tokens_ratio the SWA pool scales with the
@@ -185,7 +187,7 @@ def _dsv4_fixed_bytes(config: Mapping[str, Any], resolved: Mapping[str, Any], pa
     slots = mrr + 1
     rows = _ceil_to(slots * DSV4_C128_RING + DSV4_C128_RING + 1, 128)
     c128_state = rows * 2 * head * 4 * ratios.count(128)
-    if resolved.get("swa_full_tokens_ratio") is not None:
+    if ratio_explicit:
         return c128_state, 0
     swa_bytes = swa_tokens * _dsv4_swa_token_bytes(config, str(resolved["kv_cache_dtype"]), page_size)
     return int(swa_bytes) + c128_state, swa_tokens
@@ -228,6 +230,8 @@ def resolve_args(config: Mapping[str, Any], envelope: Mapping[str, Any], gpu_mem
         out["kv_cache_dtype"] = "fp8_e4m3" if kv == "auto" else kv
         if out.get("max_running_requests") is None:
             out["max_running_requests"] = DSV4_DEFAULT_MAX_RUNNING
+        if out.get("swa_full_tokens_ratio") is None:
+            out["swa_full_tokens_ratio"] = DSV4_DEFAULT_SWA_RATIO
         if out["disaggregation_mode"] == "decode":
             out["disable_radix_cache"] = True
     else:
@@ -324,8 +328,9 @@ def resolve_engine(
     per_token = cost.per_token
     fixed, swa_tokens = 0, 0
     if is_dsv4(model_config):
-        fixed, swa_tokens = _dsv4_fixed_bytes(model_config, args, page)
-        ratio = args.get("swa_full_tokens_ratio")
+        # An operator's --swa-full-tokens-ratio sizes SWA per token; else SGLang caps it by the request count.
+        ratio = envelope.get("swa_full_tokens_ratio")
+        fixed, swa_tokens = _dsv4_fixed_bytes(model_config, args, page, ratio is not None)
         if ratio is not None:
             per_token += float(ratio) * _dsv4_swa_token_bytes(model_config, str(args["kv_cache_dtype"]), page)
 
@@ -348,7 +353,9 @@ def resolve_engine(
     if swa_tokens == 0 and is_dsv4(model_config):
         swa_tokens = int(tokens * float(args.get("swa_full_tokens_ratio") or DSV4_DEFAULT_SWA_RATIO)) // page * page
 
-    running = resolve_max_running_requests(args.get("max_running_requests"), tokens, context_len, args.get("dp_size"))
+    running = resolve_max_running_requests(
+        args.get("max_running_requests"), tokens, context_len, args.get("attn_dp_size")
+    )
     max_req_len = min(context_len - 1, tokens - 1)
     kv_bytes = int(tokens * per_token + fixed)
     memory = {

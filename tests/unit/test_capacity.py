@@ -166,3 +166,12 @@ def test_config_missing_a_required_field_is_named(dsv4: dict[str, Any]) -> None:
         resolve_engine(broken, DECODE, 141)
     with pytest.raises(CapacityError, match="architectures"):
         resolve_engine({}, DECODE, 141)
+
+
+def test_dsv4_swa_pool_is_capped_by_requests_unless_the_ratio_is_explicit(dsv4: dict[str, Any]) -> None:
+    capped = resolve_engine(dsv4, DECODE, 141)
+    assert capped.resolved["swa_full_tokens_ratio"] == 0.1  # echoed as SGLang's override does
+    assert capped.token_capacity_swa == 256 * (128 + 1 + 256 + 256) // 256 * 256  # window + step + pads, x 256
+    explicit = resolve_engine(dsv4, {**DECODE, "swa_full_tokens_ratio": 0.1}, 141)
+    assert explicit.token_capacity_swa == explicit.max_total_num_tokens // 10 // 256 * 256
+    assert explicit.max_total_num_tokens < capped.max_total_num_tokens
