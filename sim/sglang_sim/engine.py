@@ -1,0 +1,227 @@
+"""The engine: request validation with SGLang's limit texts, dispatch to DP-rank schedulers, lifecycle state."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .config import EngineConfig
+from .metrics import Stats
+from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, PrefillLink, RoomRegistry
+from .scheduler import SHUTTING_DOWN, RequestError, Scheduler, SimRequest
+from .tokenizer import Tokenizer
+
+logger = logging.getLogger("sglang_sim")
+
+GENERATE_DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams default of /generate
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    host: str | None
+    port: int | None
+    room: int | None
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Bootstrap:
+        port, room = body.get("bootstrap_port"), body.get("bootstrap_room")
+        try:
+            return cls(
+                host=body.get("bootstrap_host"),
+                port=None if port is None else int(port),
+                room=None if room is None else int(room),
+            )
+        except (TypeError, ValueError):
+            raise RequestError(400, "bootstrap_port and bootstrap_room must be integers") from None
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.limits = cfg.limits
+        self.settings = cfg.settings
+        self.stats = Stats()
+        self.tokenizer = Tokenizer(int(cfg.model_config.get("vocab_size") or 129280))
+        self.status = "Starting"  # Starting -> Up -> ShuttingDown
+        self._rr = itertools.count()
+        self.registry: RoomRegistry | None = None
+        self.bootstrap_server: BootstrapServer | None = None
+        self.link: PrefillLink | None = None
+        if cfg.mode == "prefill":
+            self.registry = RoomRegistry(self.settings.room_ttl_s)
+            port = int(cfg.args["disaggregation_bootstrap_port"])
+            self.bootstrap_server = BootstrapServer(self.registry, str(cfg.args["host"]), port)
+        elif cfg.mode == "decode":
+            self.link = PrefillLink(self.settings.pd_timeout_s)
+        s = self.settings
+        self.schedulers = [
+            Scheduler(
+                dp_rank=rank,
+                max_total_num_tokens=self.limits.max_total_num_tokens,
+                max_running_requests=self.limits.max_running_requests,
+                page_size=self.limits.page_size,
+                mode=cfg.mode,
+                max_queued_requests=cfg.args.get("max_queued_requests"),
+                ttft_s=s.ttft_ms / 1000.0,
+                tokens_per_sec=s.tokens_per_sec,
+                prefill_tokens_per_sec=s.prefill_tokens_per_sec,
+                step_s=s.step_ms / 1000.0,
+                clip_max_new_tokens=s.clip_max_new_tokens,
+                stats=self.stats,
+                transfer=self._transfer if self.link else None,
+                on_prefill_done=self._prefill_done if self.registry else None,
+            )
+            for rank in range(cfg.dp_size)
+        ]
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "Up"
+
+    async def start(self) -> None:
+        """Open the bootstrap port and start the schedulers; the server turns ready after the startup delay."""
+        if self.bootstrap_server is not None:
+            await self.bootstrap_server.start()
+        if self.link is not None:
+            await self.link.start()
+        for s in self.schedulers:
+            s.start()
+
+    def mark_ready(self) -> None:
+        self.status = "Up"
+
+    def begin_shutdown(self) -> None:
+        self.status = "ShuttingDown"
+        for s in self.schedulers:
+            s.closed = True
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until every admitted request finished; False if the timeout came first."""
+        deadline = time.monotonic() + timeout_s
+        while any(not s.idle for s in self.schedulers):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def stop(self) -> None:
+        for s in self.schedulers:
+            await s.stop()
+        if self.link is not None:
+            await self.link.stop()
+        if self.bootstrap_server is not None:
+            await self.bootstrap_server.stop()
+
+    # ---------------------------------------------------------------- requests
+
+    def new_rid(self, prefix: str = "") -> str:
+        return prefix + uuid.uuid4().hex
+
+    def prepare(
+        self,
+        input_ids: list[int],
+        max_new_tokens: int | None,
+        *,
+        default_max_new_tokens: int | None,
+        stream: bool,
+        rid: str,
+        bootstrap: Bootstrap,
+    ) -> SimRequest:
+        """Validate a request as SGLang 0.5.23 does and build it. Raises RequestError(400) on a limit."""
+        lim = self.limits
+        context_len = lim.context_len
+        auto_truncate = bool(self.cfg.args.get("allow_auto_truncate"))
+        ids = list(input_ids)
+        # TokenizerManager._validate_one_request
+        if len(ids) >= context_len:
+            if not auto_truncate:
+                raise RequestError(
+                    400,
+                    f"The input ({len(ids)} tokens) is longer than the model's context length ({context_len} tokens).",
+                )
+            logger.warning(
+                f"The input ({len(ids)} tokens) is longer than the model's context length "
+                f"({context_len} tokens). Truncating the input."
+            )
+            del ids[context_len:]
+        if max_new_tokens is not None and max_new_tokens + len(ids) > context_len:
+            if not auto_truncate:
+                total = max_new_tokens + len(ids)
+                raise RequestError(
+                    400,
+                    "Requested token count exceeds the model's maximum context length "
+                    f"of {context_len} tokens. You requested a total of {total} "
+                    f"tokens: {len(ids)} tokens from the input messages and "
+                    f"{max_new_tokens} tokens for the completion. Please reduce the number "
+                    "of tokens in the input messages or the completion to fit within the limit.",
+                )
+            max_new_tokens = max(0, context_len - len(ids))
+        # Scheduler: validate_input_length against max_req_input_len
+        if len(ids) >= lim.max_req_input_len:
+            if not auto_truncate:
+                raise RequestError(
+                    400,
+                    f"Input length ({len(ids)} tokens) exceeds the maximum allowed length "
+                    f"({lim.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.",
+                )
+            del ids[lim.max_req_input_len :]
+        # Scheduler.init_req_max_new_tokens
+        requested = max_new_tokens if max_new_tokens is not None else default_max_new_tokens
+        cap = max(0, lim.max_req_len - len(ids) - 1)
+        effective = cap if requested is None else max(0, min(requested, cap))
+        req = SimRequest(rid=rid, input_ids=ids, max_new_tokens=effective, stream=stream)
+        # Without a client limit the simulated model ends its answer (EOS) after a fixed length.
+        if requested is None:
+            req.output_len = min(effective, self.settings.default_output_tokens)
+            req.stops_on_eos = req.output_len < effective
+        else:
+            req.output_len = effective
+        if bootstrap.room is not None and bootstrap.host not in (None, FAKE_BOOTSTRAP_HOST):
+            if self.cfg.mode == "decode" and bootstrap.port is None:
+                raise RequestError(400, "bootstrap_port is required with bootstrap_host in decode mode")
+            req.bootstrap = (str(bootstrap.host), int(bootstrap.port or 0), bootstrap.room)
+        return req
+
+    def submit(self, req: SimRequest) -> Scheduler:
+        """Queue a prepared request on a DP rank; raises RequestError(503) when it cannot be queued."""
+        if self.status == "ShuttingDown":
+            raise RequestError(503, SHUTTING_DOWN)
+        if req.bootstrap is not None:
+            rank = req.bootstrap[2] % len(self.schedulers)
+        else:
+            rank = next(self._rr) % len(self.schedulers)
+        sched = self.schedulers[rank]
+        sched.submit(req)
+        if self.registry is not None and req.bootstrap is not None:
+            self.registry.pending(req.bootstrap[2])
+        return sched
+
+    def reject_room(self, bootstrap: Bootstrap, reason: str) -> None:
+        """A prefill that refuses a request tells the decode waiting on the same room."""
+        if self.registry is not None and bootstrap.room is not None:
+            self.registry.failed(bootstrap.room, reason)
+
+    async def _transfer(self, req: SimRequest) -> None:
+        assert self.link is not None
+        try:
+            await self.link.wait_for_prefill(req)
+        except RequestError as e:
+            self.stats.bootstrap_failed += 1
+            logger.error(e.message)
+            raise
+
+    def _prefill_done(self, req: SimRequest) -> None:
+        if self.registry is not None and req.bootstrap is not None:
+            self.registry.done(req.bootstrap[2], req.prompt_len)
+
+    def request_ended(self, req: SimRequest) -> None:
+        """A prefill request that ended without prefilling (aborted) fails its room."""
+        if self.registry is not None and req.bootstrap is not None and req.error is not None:
+            self.registry.failed(req.bootstrap[2], req.error.message)

@@ -1,0 +1,56 @@
+"""A deterministic stand-in tokenizer.
+
+Rules (documented in README.md):
+- text: one token per whitespace-separated word; the id is crc32(word) mod vocab_size;
+- `input_ids` given by the client are used as they are;
+- chat messages: each message costs 2 tokens (role marker + separator) plus its text's tokens, and the
+  prompt ends with 1 token that opens the assistant turn;
+- generated token i of a request is the word `tok<id>` with id = (i * 7919 + prompt_len) mod vocab_size, so
+  the generated text tokenizes back to the same count.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+DEFAULT_VOCAB_SIZE = 129280
+CHAT_TOKENS_PER_MESSAGE = 2
+CHAT_GENERATION_PROMPT_TOKENS = 1
+
+
+class Tokenizer:
+    def __init__(self, vocab_size: int = DEFAULT_VOCAB_SIZE) -> None:
+        self.vocab_size = max(2, int(vocab_size))
+
+    def encode(self, text: str) -> list[int]:
+        return [zlib.crc32(word.encode()) % self.vocab_size for word in text.split()]
+
+    def output_ids(self, prompt_len: int, start: int, end: int) -> list[int]:
+        return [(i * 7919 + prompt_len) % self.vocab_size for i in range(start, end)]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(f" tok{i}" for i in ids)
+
+    def encode_chat(self, messages: list[Any]) -> list[int]:
+        """Token ids of a chat prompt (see the module rules). Raises ValueError on a malformed message."""
+        ids: list[int] = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict) or "role" not in message:
+                raise ValueError(f"messages[{index}] must be an object with a 'role'")
+            ids.extend(self.encode(f"<|{message['role']}|> <|sep|>"))
+            ids.extend(self.encode(message_text(message.get("content"))))
+        ids.extend(self.encode("<|assistant|>"))
+        return ids
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message content: a string, or a list of parts whose text parts are joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return " ".join(texts)
+    raise ValueError("message content must be a string or a list of content parts")

@@ -1,0 +1,152 @@
+"""Process lifecycle and engine-level admission: startup delay, SIGTERM drain, queue cap by mode."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import signal
+import time
+from collections.abc import Mapping
+
+import httpx
+from conftest import Launcher
+
+SLOW = {"SGLANG_SIM_TTFT_MS": "10", "SGLANG_SIM_TOKENS_PER_SEC": "20", "SGLANG_SIM_STEP_MS": "20"}
+QUEUE_FULL_BODY = {
+    "object": "error",
+    "message": "The request queue is full.",
+    "type": "503",
+    "param": None,
+    "code": 503,
+}
+
+
+def sse(text: str) -> list[str]:
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def post_many(url: str, n: int, payload: Mapping[str, object], path: str = "/generate") -> list[httpx.Response]:
+    def one(i: int) -> httpx.Response:
+        time.sleep(0.05 * i)  # arrive in order
+        return httpx.post(url + path, json=payload, timeout=30)
+
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_startup_delay_then_ready(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(env={"SGLANG_SIM_STARTUP_DELAY_S": "1.5"}, wait=False)
+    deadline = time.monotonic() + 10
+    seen: dict[str, set[int]] = {"/health": set(), "/ready": set(), "/health_generate": set()}
+    while time.monotonic() < deadline and 200 not in seen["/health"]:
+        for path, codes in seen.items():
+            try:
+                codes.add(httpx.get(sim.url + path, timeout=1).status_code)
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.05)
+    assert 503 in seen["/health"] and 503 in seen["/ready"] and 503 in seen["/health_generate"], seen
+    assert 200 in seen["/health"], seen
+    assert httpx.get(sim.url + "/ready", timeout=1).status_code == 200
+    log = sim.log()
+    assert "max_total_num_tokens=" in log and "max_running_requests=256" in log and "context_len=1048576" in log
+    assert "The server is fired up and ready to roll!" in log
+
+
+def test_sigterm_drains_in_flight_requests(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(["--max-running-requests", "4"], env=SLOW)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            httpx.post,
+            sim.url + "/generate",
+            json={"text": "a", "sampling_params": {"max_new_tokens": 20}},
+            timeout=30,
+        )
+        time.sleep(0.3)
+        sim.popen.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        assert httpx.get(sim.url + "/health", timeout=2).status_code == 503
+        refused = httpx.post(sim.url + "/generate", json={"text": "b"}, timeout=5)
+        assert refused.status_code == 503
+        done = pending.result(timeout=20)
+    assert done.status_code == 200 and done.json()["meta_info"]["completion_tokens"] == 20
+    assert sim.popen.wait(10) == 0
+    assert "Gracefully exiting... Remaining number of requests 1." in sim.log()
+
+
+def test_queue_cap_in_null_mode(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(["--max-running-requests", "1", "--max-queued-requests", "1"], env=SLOW)
+    payload = {"text": "q", "sampling_params": {"max_new_tokens": 20}}
+    responses = post_many(sim.url, 4, payload)
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200, 200, 503, 503], codes
+    assert [r.json() for r in responses if r.status_code == 503] == [QUEUE_FULL_BODY] * 2
+    chat = post_many(
+        sim.url,
+        4,
+        {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 20},
+        "/v1/chat/completions",
+    )
+    assert sorted(r.status_code for r in chat) == [200, 200, 503, 503]
+    assert [r.json() for r in chat if r.status_code == 503] == [QUEUE_FULL_BODY] * 2
+
+
+def test_queue_cap_inside_streams(fresh_launcher: Launcher) -> None:
+    """Streaming requests get the abort inside a 200 event stream, as in SGLang."""
+    sim = fresh_launcher.sim(["--max-running-requests", "1", "--max-queued-requests", "1"], env=SLOW)
+    streams = post_many(sim.url, 4, {"text": "q", "sampling_params": {"max_new_tokens": 20}, "stream": True})
+    assert [r.status_code for r in streams] == [200] * 4
+    finals = [json.loads(sse(r.text)[-2])["meta_info"]["finish_reason"] for r in streams]
+    aborts = [f for f in finals if f["type"] == "abort"]
+    assert (
+        aborts == [{"type": "abort", "message": "The request queue is full.", "status_code": 503, "err_type": None}] * 2
+    )
+    chat = {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 20, "stream": True}
+    streams = post_many(sim.url, 4, chat, "/v1/chat/completions")
+    assert [r.status_code for r in streams] == [200] * 4
+    errors = [json.loads(sse(r.text)[0]) for r in streams if "error" in sse(r.text)[0]]
+    assert (
+        errors
+        == [
+            {
+                "error": {
+                    "object": "error",
+                    "message": "The request queue is full.",
+                    "type": "SERVICE_UNAVAILABLE",
+                    "param": None,
+                    "code": 503,
+                }
+            }
+        ]
+        * 2
+    )
+    assert all(sse(r.text)[-1] == "[DONE]" for r in streams)
+
+
+def test_queue_cap_ignored_in_pd_mode_and_metrics_off(fresh_launcher: Launcher) -> None:
+    flags = ["--max-running-requests", "1", "--max-queued-requests", "1", "--disaggregation-mode", "decode"]
+    sim = fresh_launcher.sim(flags, env=SLOW)
+    # No bootstrap fields: the decode runs the request without a prefill (as for SGLang's fake bootstrap host).
+    responses = post_many(sim.url, 4, {"text": "q", "sampling_params": {"max_new_tokens": 4}})
+    assert [r.status_code for r in responses] == [200, 200, 200, 200]
+    assert httpx.get(sim.url + "/metrics", timeout=5).status_code == 404
+    assert httpx.get(sim.url + "/server_info", timeout=5).json()["max_queued_requests"] == 1
+
+
+def test_data_parallel_ranks(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(["--dp-size", "2", "--max-running-requests", "64"])
+    info = httpx.get(sim.url + "/server_info", timeout=5).json()
+    assert info["dp_size"] == 2 and len(info["internal_states"]) == 2
+    per_rank = info["internal_states"][0]["effective_max_running_requests_per_dp"]
+    for _ in range(4):
+        assert (
+            httpx.post(
+                sim.url + "/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 1}}, timeout=10
+            ).status_code
+            == 200
+        )
+    loads = httpx.get(sim.url + "/v1/loads", timeout=5).json()["loads"]
+    assert [load["dp_rank"] for load in loads] == [0, 1]
+    assert all(load["max_running_requests"] == per_rank for load in loads)
+    only = httpx.get(sim.url + "/v1/loads", params={"dp_rank": 1}, timeout=5).json()["loads"]
+    assert [load["dp_rank"] for load in only] == [1]
