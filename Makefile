@@ -1,0 +1,101 @@
+# make lab   boot the lab host(s) and deploy the stack into them (root)
+# make test  lint + the whole test suite, lab tests included (root)
+# make help  every target
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# ansible-playbook, molecule (which needs ansible-config on PATH) and friends come from the venv.
+export PATH := $(abspath $(BIN)):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+# Every tests/<dir> holding test_*.py files, except the verify suite, which runs against a
+# deployed inventory (make verify). Override to narrow: make test TEST_DIRS=tests/unit
+TEST_DIRS ?= $(filter-out tests/verify,$(sort $(patsubst %/,%,$(dir $(wildcard tests/*/test_*.py)))))
+PYTEST_ARGS ?=
+SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
+
+# Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
+# plus tools a minimal Debian may lack.
+APT_PACKAGES := systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
+# lab inventory (inventories/lab).
+LAB_HOST ?= lab1
+LAB_STATE_DIR ?= /var/lib/sglang-lab
+LAB_ROUTER_PORT ?= 8000
+LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
+
+.PHONY: help venv apt lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+venv: $(VENV)/.installed ## Python venv with the dev tools and this project (editable)
+
+$(VENV)/.installed: requirements/dev.txt requirements/constraints.txt pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements/dev.txt -c requirements/constraints.txt
+	$(BIN)/python -m pip install -q -e . -c requirements/constraints.txt
+	touch $@
+
+apt: ## Debian packages the lab and the lint need (installs only what is missing)
+	@missing=""; \
+	for pkg in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${db:Status-Abbrev}' "$$pkg" 2>/dev/null | grep -q '^ii' || missing="$$missing $$pkg"; \
+	done; \
+	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt: installing$$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "apt: nothing to install"; \
+	fi
+
+lab: lab-deploy ## Boot the lab and deploy the stack into it
+	@$(MAKE) --no-print-directory lab-info
+
+lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute)
+	ansible-playbook playbooks/lab.yml
+
+lab-deploy: lab-up ## Deploy the stack into the lab (ansible-playbook site.yml)
+	ansible-playbook site.yml
+
+lab-info: ## Where things are in the lab
+	@echo "lab host:      $(LAB_HOST) (systemd-nspawn; network namespace /run/netns/$(LAB_HOST), loopback only)"
+	@echo "inventory:     inventories/lab/hosts.yml (the default in ansible.cfg)"
+	@echo "ssh in:        make lab-ssh   or   $(LAB_SSH) $(LAB_HOST)"
+	@echo "router:        http://127.0.0.1:$(LAB_ROUTER_PORT) inside the netns, e.g."
+	@echo "               ip netns exec $(LAB_HOST) curl -s http://127.0.0.1:$(LAB_ROUTER_PORT)/health"
+	@echo "audit:         $(BIN)/ansible-playbook audit.yml"
+	@echo "verify:        make verify"
+	@echo "console log:   /run/sglang-lab/$(LAB_HOST).log"
+	@echo "tear down:     make lab-down"
+
+lab-ssh: ## Root shell on the lab host (LAB_HOST=lab1)
+	$(LAB_SSH) $(LAB_HOST)
+
+lab-down: venv ## Power off the lab host(s) and delete their network namespaces
+	ansible-playbook playbooks/lab_down.yml
+
+lint: venv ## yamllint, ansible-lint, ruff, shellcheck
+	yamllint --strict .
+	ansible-lint
+	ruff check .
+	ruff format --check .
+	shellcheck $(SHELL_SCRIPTS)
+
+test: lint ## Lint, then pytest over TEST_DIRS (the lab tests boot the lab: root)
+	pytest $(PYTEST_ARGS) $(TEST_DIRS)
+
+verify: venv ## The verify suite against the deployed lab
+	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
+
+molecule: venv apt ## molecule test: destroy, create, converge, idempotence, verify, destroy (takes the lab down)
+	molecule test

@@ -1,0 +1,24 @@
+"""Settings shared by every test directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "lab: boots or uses the systemd-nspawn lab (needs root and `make apt`); deselect with -m 'not lab'",
+    )
+    # Tools run by tests (ansible-playbook, and ansible-inventory called by testinfra's ansible
+    # backend) come from this interpreter's venv, and read the project's ansible.cfg from any cwd.
+    venv_bin = str(Path(sys.executable).parent)
+    if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([venv_bin, os.environ.get("PATH", "")])
+    os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
