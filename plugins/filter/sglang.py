@@ -1,0 +1,262 @@
+"""Jinja filters over the envelope core (module_utils/): thin wrappers, no envelope logic of their own.
+
+Import approach: Ansible puts the `module_utils` path of ansible.cfg on the search path of *modules* it ships
+to hosts (AnsiballZ), not into the controller's `ansible.module_utils` package, so a controller-side plugin
+cannot rely on `from ansible.module_utils.sglang_x import ...`. It is tried first (it works where the files
+are installed into ansible.module_utils), then the editable install of this repository (package
+`sglang_envelope` = `module_utils/`), then the repository's `module_utils/` next to this plugin, loaded under
+the same package name, so the relative imports inside module_utils resolve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import re
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+_PACKAGE = "sglang_envelope"
+_MODULE_UTILS = Path(__file__).resolve().parents[2] / "module_utils"
+
+
+def _load(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(f"ansible.module_utils.{name}")
+    except ImportError:
+        pass
+    try:
+        return importlib.import_module(f"{_PACKAGE}.{name}")
+    except ImportError:
+        if _PACKAGE in sys.modules:
+            raise
+    spec = importlib.util.spec_from_file_location(
+        _PACKAGE, _MODULE_UTILS / "__init__.py", submodule_search_locations=[str(_MODULE_UTILS)]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {_MODULE_UTILS}")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[_PACKAGE] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{_PACKAGE}.{name}")
+
+
+_schema = _load("sglang_schema")
+_flags = _load("sglang_flags")
+_declared = _load("sglang_declared")
+_validate = _load("sglang_validate")
+_capacity = _load("sglang_capacity")
+
+# Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
+# environment variable, so the key itself never enters an envelope, a script or a fact.
+_SECRET_SET = "<set>"
+
+
+def _plain(value: Any) -> Any:
+    """Ansible's lazy containers as plain dicts and lists (the codec and the facts need plain data)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _with_secret(envelope: dict[str, Any], api_key: Any) -> dict[str, Any]:
+    if api_key:
+        envelope["api_key"] = _SECRET_SET
+    return envelope
+
+
+def engine_envelope(hostvars: Mapping[str, Any], role: str, api_key: Any = None) -> dict[str, Any]:
+    """Declared envelope of the `role` engine on a host (`hostvars[host]`); api_key only marks the key as set."""
+    return _with_secret(_plain(_declared.engine_envelope(role, hostvars)), api_key)
+
+
+def router_envelope(hostvars: Mapping[str, Any], api_key: Any = None) -> dict[str, Any]:
+    """Declared router envelope of a host; api_key only marks the key as set."""
+    return _with_secret(_plain(_declared.router_envelope(hostvars)), api_key)
+
+
+def render_args(envelope: Mapping[str, Any], role: str) -> list[str]:
+    """One `--flag value` group per serve-script line (codec render_args)."""
+    return list(_flags.render_args(role, _plain(envelope)))
+
+
+def environ(envelope: Mapping[str, Any], role: str) -> dict[str, str]:
+    """Environment variables the envelope sets (codec to_environ)."""
+    return dict(_flags.to_environ(role, _plain(envelope)))
+
+
+def public_envelope(envelope: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """The envelope without secret keys (for facts and logs)."""
+    secret = {k.name for k in _schema.keys_for(role) if k.secret}
+    return {k: v for k, v in _plain(envelope).items() if k not in secret}
+
+
+def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """Prefill (url, bootstrap port) and decode urls of every engine in the inventory."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = {h for members in names.values() for h in members}
+    return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
+
+
+def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
+    """`--prefill URL PORT` and `--decode URL` serve-script lines for smg's PD mode."""
+    argv = _declared.router_argv_workers(_plain(worker_map))
+    lines: list[str] = []
+    for token in argv:
+        if token.startswith("--"):
+            lines.append(token)
+        else:
+            lines[-1] += " " + shlex.quote(token)
+    return lines
+
+
+def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
+    """Every problem of the inventory's envelope (module_utils check_fleet); [] means it may be deployed."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = sorted({h for members in names.values() for h in members})
+    try:
+        return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
+    except (ValueError, TypeError, KeyError) as exc:
+        return [f"the envelope could not be checked: {exc!r}; fix: correct the declared values named above"]
+
+
+def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
+    """Capacity-model limits of a declared engine envelope on its host (pool, running requests, context)."""
+    limits = _validate.engine_limits(_plain(model_config), _plain(envelope), hostvars)
+    return {
+        "context_len": limits.context_len,
+        "max_total_num_tokens": limits.max_total_num_tokens,
+        "max_running_requests": limits.max_running_requests,
+        "max_req_input_len": limits.max_req_input_len,
+        "token_capacity_swa": limits.token_capacity_swa,
+        "kv_cache_gib": limits.memory_usage["kvcache"],
+        "weights_gib": limits.memory_usage["weight"],
+        "full_length_requests": limits.max_total_num_tokens // max(1, limits.context_len),
+    }
+
+
+def pick(hostvars: Mapping[str, Any], names: Any) -> dict[str, Any]:
+    """The named variables a host defines (only those are read, so unrelated variables are never templated)."""
+    return {name: _plain(hostvars[name]) for name in names if name in hostvars}
+
+
+_ARGUMENT = re.compile(
+    r"argument '(?P<name>[^']+)'(?: is of type \S+)?(?: found in '(?P<parent>[^']+)')?"
+    r"|value of (?P<cname>\w+) must be one of: .*? found in (?P<cparent>\w+)"
+    r"|value of (?P<tname>\w+) must be one of"
+)
+_TYPE_NOISE = re.compile(r": <class '[^']+'> cannot be converted to an? \w+")
+
+
+def argument_errors(results: list[Mapping[str, Any]], hostvars: Mapping[str, Any], spec: Mapping[str, Any]) -> list:
+    """Messages of ansible.builtin.validate_argument_spec results (one per host, `item` = host), each naming
+    the host, the variable, its value (never for no_log options) and the fix."""
+    messages = []
+    for result in results:
+        host = str(result.get("item"))
+        for error in result.get("argument_errors") or []:
+            text = _TYPE_NOISE.sub("", str(error))
+            match = _ARGUMENT.search(text)
+            if not match:
+                messages.append(f"{host}: {text}; fix: see entry point inventory of sglang_validate's argument_specs")
+                continue
+            name = match["name"] or match["cname"] or match["tname"]
+            parent = match["parent"] or match["cparent"]
+            top = parent or name
+            option = (spec.get(top) or {}) if not parent else ((spec.get(top) or {}).get("options") or {}).get(name, {})
+            variable = f"{parent}.{name}" if parent else name
+            value = ""
+            if not option.get("no_log") and not (spec.get(top) or {}).get("no_log"):
+                declared = _plain(hostvars[host].get(top)) if top in hostvars[host] else None
+                if parent and isinstance(declared, Mapping):
+                    declared = declared.get(name)
+                value = f"={declared!r}"
+            wanted = option.get("type", "value")
+            choices = f" (one of {', '.join(map(str, option['choices']))})" if option.get("choices") else ""
+            messages.append(f"{host}: {variable}{value}: {text}; fix: declare a {wanted}{choices}")
+    return messages
+
+
+def unit_names(_: Any = None) -> dict[str, str]:
+    """systemd unit name (without .service) of each server role."""
+    return dict(_declared.UNIT_NAMES)
+
+
+_ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
+
+
+def env_quote(value: Any) -> str:
+    """A value for a systemd EnvironmentFile line: bare when safe, else double-quoted with escapes."""
+    text = str(value)
+    if _ENV_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("\n", "\\n") + '"'
+
+
+def unit_value(value: Any) -> str:
+    """A systemd directive value: booleans as yes/no, everything else as text."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return str(value)
+
+
+def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12) -> str:
+    """Short sha256 over `salt` and the relative paths and contents of the files at `paths` under `root`
+    (directories recursively, caches skipped): a release id that changes exactly when its inputs change."""
+    base = Path(root)
+    files: set[Path] = set()
+    for name in paths:
+        path = base / name
+        if path.is_dir():
+            files.update(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.add(path)
+        else:
+            raise ValueError(f"{path} does not exist; fix: correct the source paths of the release")
+    skip = ("__pycache__", ".egg-info", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+    digest = hashlib.sha256(salt.encode() + b"\0")
+    for path in sorted(files):
+        rel = path.relative_to(base)
+        if any(part.endswith(skip) for part in rel.parts) or path.suffix == ".pyc":
+            continue
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:length]
+
+
+def to_fact_json(value: Any) -> str:
+    """Stable JSON for the local facts file (sorted keys, no timestamps), so reruns are byte-identical."""
+    return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
+
+
+class FilterModule:
+    """sglang_* filters."""
+
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "sglang_engine_envelope": engine_envelope,
+            "sglang_router_envelope": router_envelope,
+            "sglang_render_args": render_args,
+            "sglang_environ": environ,
+            "sglang_public_envelope": public_envelope,
+            "sglang_workers": workers,
+            "sglang_router_worker_args": router_worker_args,
+            "sglang_check_fleet": check_fleet,
+            "sglang_engine_limits": engine_limits,
+            "sglang_unit_names": unit_names,
+            "sglang_pick": pick,
+            "sglang_argument_errors": argument_errors,
+            "sglang_env_quote": env_quote,
+            "sglang_unit_value": unit_value,
+            "sglang_source_digest": source_digest,
+            "sglang_fact_json": to_fact_json,
+        }

@@ -1,0 +1,109 @@
+"""site.yml on the lab (systemd-nspawn host lab1 with systemd as PID 1): three healthy units, an idempotent
+rerun, a check run that changes nothing, and a failed restart that rolls back to the running version."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import testinfra.host
+from conftest import REPO, Run, playbook
+from testinfra.utils.ansible_runner import AnsibleRunner
+
+pytestmark = pytest.mark.lab
+
+LAB_HOST = "lab1"
+LAB_KEY = "lab-test-key-not-secret"
+UNITS = ("sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router")
+
+
+def _lab_is_up() -> bool:
+    netns = shutil.which("ip")
+    if netns is None:
+        return False
+    listed = subprocess.run([netns, "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[0] == LAB_HOST for line in listed.splitlines() if line.strip())
+
+
+@pytest.fixture(scope="module")
+def lab_host() -> testinfra.host.Host:
+    """lab1 over SSH as the deploy reaches it; boots the lab (playbooks/lab.yml) when it is down."""
+    if not _lab_is_up():
+        if not (REPO / "roles/sglang_lab/tasks/main.yml").exists():
+            pytest.skip("the lab is down and roles/sglang_lab is missing")
+        playbook("playbooks/lab.yml").ok()
+    host = AnsibleRunner(str(REPO / "inventories/lab/hosts.yml")).get_host(LAB_HOST)
+    assert host is not None
+    return host
+
+
+@pytest.fixture(scope="module")
+def release(lab_host: testinfra.host.Host) -> str:
+    """Converge the lab once; return the engine release it runs (later runs pin it, so an edit of the
+    sources during the test session cannot start a new release)."""
+    playbook("site.yml").ok()
+    facts = json.loads(lab_host.file("/etc/ansible/facts.d/sglang.fact").content_string)
+    assert facts["prefill"]["release"] == facts["decode"]["release"], facts
+    return str(facts["prefill"]["release"])
+
+
+def _pinned(release: str, *args: str) -> Run:
+    return playbook("site.yml", "-e", f"sglang_engine_release_id={release}", *args)
+
+
+def test_site_deploys_three_healthy_units(lab_host: testinfra.host.Host, release: str) -> None:
+    for unit in UNITS:
+        service = lab_host.service(unit)
+        assert service.is_running and service.is_enabled, unit
+    readiness = json.loads(lab_host.check_output("curl -sf http://127.0.0.1:8000/readiness"))
+    assert readiness == {"status": "ready", "healthy_workers": 2, "total_workers": 2}
+    for port in (30000, 30001):
+        assert lab_host.run(f"curl -sf -o /dev/null http://127.0.0.1:{port}/health").rc == 0
+    assert lab_host.file("/opt/sglang/current").linked_to == f"/opt/sglang/releases/{release}"
+
+
+def test_the_running_engine_has_the_declared_flags_and_the_key_only_in_its_env(
+    lab_host: testinfra.host.Host, release: str
+) -> None:
+    pid = lab_host.check_output("systemctl show -p MainPID --value sglang-dsv4-decode")
+    argv = lab_host.file(f"/proc/{pid}/cmdline").content.split(b"\0")
+    assert b"--context-length" in argv and argv[argv.index(b"--context-length") + 1] == b"524288"
+    assert b"--api-key" in argv and argv[argv.index(b"--api-key") + 1] == LAB_KEY.encode()
+    for role in ("prefill", "decode", "router"):
+        script = lab_host.file(f"/opt/sglang/bin/serve_dsv4_{role}.sh")
+        assert LAB_KEY not in script.content_string and '"${SGLANG_API_KEY}"' in script.content_string
+        env_file = lab_host.file(f"/etc/sglang/dsv4-{role}.env")
+        assert (env_file.mode, env_file.user, env_file.group) == (0o640, "root", "sglang")
+        assert f"SGLANG_API_KEY={LAB_KEY}" in env_file.content_string
+    facts = lab_host.file("/etc/ansible/facts.d/sglang.fact").content_string
+    assert LAB_KEY not in facts
+    assert set(json.loads(facts)) == {"prefill", "decode", "router"}
+
+
+def test_rerun_changes_nothing(release: str) -> None:
+    run = _pinned(release).ok()
+    assert run.recap[LAB_HOST]["changed"] == 0, run.output[-4000:]
+
+
+def test_check_diff_after_a_run_changes_nothing(release: str) -> None:
+    run = _pinned(release, "--check", "--diff").ok()
+    assert run.recap[LAB_HOST]["changed"] == 0, run.output[-4000:]
+    assert "--- before" not in run.output
+
+
+def test_failed_restart_rolls_back_to_the_running_version(lab_host: testinfra.host.Host, release: str) -> None:
+    script = "/opt/sglang/bin/serve_dsv4_prefill.sh"
+    before = lab_host.file(script).content_string
+    broken = '{"sglang_engine_command": ["/opt/sglang/current/venv/bin/python", "-m", "sglang_sim_missing"]}'
+    run = _pinned(release, "-e", broken, "-e", "sglang_engine_health_timeout=15")
+    assert run.returncode != 0, run.output[-4000:]
+    assert "sglang-dsv4-prefill failed its health gate after the change" in run.output
+    assert "was rolled back" in run.output
+    assert "PLAY [Deploy the router]" not in run.output or run.recap[LAB_HOST]["failed"] == 1
+    assert lab_host.file(script).content_string == before
+    assert lab_host.run("curl -sf -o /dev/null http://127.0.0.1:30000/health").rc == 0
+    assert not lab_host.run(f"ls {script}.*~ 2>/dev/null").stdout.strip(), "backups left behind"
+    rerun = _pinned(release).ok()
+    assert rerun.recap[LAB_HOST]["changed"] == 0, rerun.output[-4000:]
