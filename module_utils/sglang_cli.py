@@ -24,7 +24,10 @@ REPO = Path(__file__).resolve().parent.parent
 def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
     """(hostvars, groups) of an inventory, resolved by ansible-inventory."""
     exe = Path(sys.executable).with_name("ansible-inventory")
-    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", inventory, "--list"]
+    # The playbook dir is the inventory's own, so no group_vars/ of the current directory leak in.
+    inv = Path(inventory).resolve()
+    base = inv if inv.is_dir() else inv.parent
+    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inv), "--playbook-dir", str(base), "--list"]
     data = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     groups: dict[str, list[str]] = {}

@@ -180,7 +180,7 @@ def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]
             near = [k for k in valid if k.split("_")[0] == name.split("_")[0]]
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise EnvelopeError(
-                f"{where}.{name} is not a known {role} envelope key{hint}; fix: remove it or use one of "
+                f"{where}.{name}={value!r}: not a known {role} envelope key{hint}; fix: remove it or use one of "
                 f"the schema keys in module_utils/sglang_schema.py"
             )
         out[name] = coerce(valid[name], value, where)

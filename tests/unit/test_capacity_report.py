@@ -62,7 +62,7 @@ def test_capacity_command_reports_a_bad_envelope(tmp_path: Path) -> None:
         timeout=60,
     )
     assert run.returncode == 2
-    assert "sglang_engine_common.ctx_len is not a known" in run.stderr
+    assert "sglang_engine_common.ctx_len=5: not a known" in run.stderr
 
 
 def test_chart_marks_declared_context_and_limits(dsv4: dict) -> None:

@@ -67,7 +67,7 @@ def test_rendered_script_lines_parse_back() -> None:
 
 
 def test_unknown_and_removed_keys_are_errors_naming_the_variable_and_fix() -> None:
-    with pytest.raises(EnvelopeError, match=r"sglang_decode\.context_lenght .*did you mean context_length.*fix"):
+    with pytest.raises(EnvelopeError, match=r"sglang_decode\.context_lenght=1: .*did you mean context_length.*fix"):
         normalize("decode", {"context_lenght": 1}, "sglang_decode")
     with pytest.raises(
         EnvelopeError,
