@@ -1,0 +1,140 @@
+#!/usr/bin/python
+"""Ansible module: render the limits audit (table, Markdown, JSON, SVG charts) on the controller."""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_report import build, render_text, write
+
+DOCUMENTATION = r"""
+---
+module: sglang_audit_report
+short_description: Render the SGLang limits audit as a console table, Markdown, JSON and SVG charts
+description:
+  - Takes one record per server and role (the results of M(sglang_layers) and M(sglang_limits), or the reason the host
+    could not be read) and renders, per server, a table of every limit against the four layers (declared, on disk,
+    running, effective) with the drifting cells marked, the drift with its explanations, the current load, and the
+    capacity derived from the live KV pool (concurrent full-length requests at the effective context length, the share
+    of the pool that bf16 index keys cost).
+  - Across the fleet it names the binding limit on parallel calls (the router's C(max_concurrent_requests) against what
+    the decode engines run at once) and what happens beyond it (router queue, then HTTP 429).
+  - Writes C(audit.json), C(audit.md), C(audit.txt) and one SVG chart per engine into O(directory). Meant to run on the
+    controller (C(localhost)); it writes only there, also in check mode, and reports RV(changed=false).
+  - Does not fail on drift; RV(summary.failed) tells the playbook whether to.
+version_added: "1.0.0"
+author: SGLang DeepSeek-V4 deployment maintainers
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The report files are written in check mode too; nothing else is touched.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  records:
+    description:
+      - One dict per server and role with keys C(host), C(role), C(layers) (registered M(sglang_layers) result),
+        C(limits) (registered M(sglang_limits) result), and optionally C(host_unreachable) or C(failed) (a message).
+    type: list
+    elements: dict
+    required: true
+  directory:
+    description: Folder to write the report into; created if missing.
+    type: path
+    required: true
+  fail_on_drift:
+    description: Whether drift sets RV(summary.failed). Unreachable hosts and errors always do.
+    type: bool
+    default: true
+seealso:
+  - module: sglang_limits
+  - module: sglang_layers
+"""
+
+EXAMPLES = r"""
+- name: Write the audit report
+  sglang_audit_report:
+    records: "{{ audit_records }}"
+    directory: "{{ playbook_dir }}/../reports/audit-{{ stamp }}"
+  register: report
+
+- name: Print the table
+  ansible.builtin.debug:
+    msg: "{{ report.table.splitlines() }}"
+"""
+
+RETURN = r"""
+table:
+  description: The console rendering (one table per server, drift, load, capacity, fleet summary).
+  returned: always
+  type: str
+summary:
+  description: Counts of servers by status and whether the audit fails.
+  returned: always
+  type: dict
+  contains:
+    servers:
+      description: Servers audited.
+      type: int
+    ok:
+      description: Servers without drift or errors.
+      type: int
+    drift:
+      description: Servers with drift.
+      type: int
+    drift_items:
+      description: Drift items over all servers.
+      type: int
+    unreachable:
+      description: Servers whose host or endpoint did not answer.
+      type: int
+    error:
+      description: Servers with errors (401, malformed answers, failed reads).
+      type: int
+    failed:
+      description: Unreachable servers, errors, or drift when O(fail_on_drift).
+      type: bool
+fleet:
+  description: The binding limit on parallel calls and the router and decode figures it comes from.
+  returned: always
+  type: dict
+files:
+  description: Paths written, by kind (json, markdown, text, chart:<name>).
+  returned: always
+  type: dict
+directory:
+  description: The report folder.
+  returned: always
+  type: str
+"""
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "records": {"type": "list", "elements": "dict", "required": True},
+            "directory": {"type": "path", "required": True},
+            "fail_on_drift": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    report = build(module.params["records"], module.params["fail_on_drift"])
+    try:
+        files = write(report, module.params["directory"])
+    except OSError as exc:
+        module.fail_json(msg=f"cannot write the report into {module.params['directory']}: {exc}")
+    module.exit_json(
+        changed=False,
+        table=render_text(report),
+        summary=report.summary,
+        fleet=report.fleet,
+        files=files,
+        directory=module.params["directory"],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+#!/usr/bin/python
+"""Ansible module: the on-disk and running layers of one SGLang server on its host."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_declared import UNIT_NAMES
+from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
+
+DOCUMENTATION = r"""
+---
+module: sglang_layers
+short_description: Read the on-disk and running limits of one SGLang engine or smg router on its host
+description:
+  - "On disk: parses the C(exec) line of the serve script and the environment file back into envelope keys with the
+    project's flag codec, and reads the unit file's C(ExecStart) and C(EnvironmentFile)."
+  - "Running: reads the argv and the environment of the unit's main process from V(/proc/<MainPID>/cmdline) and
+    V(/proc/<MainPID>/environ), and tells whether the files changed after the process started (changed but not
+    restarted)."
+  - smg rewrites its process title (and with it the environment block), so its argv cannot be read from V(/proc). The
+    running layer is then the files' values, but only when none of the files changed after the process started;
+    otherwise it is unknown.
+  - Also returns the envelope the last deploy recorded in the local facts file.
+  - Secrets are redacted (C(<redacted>)); the raw environment is never returned. Never changes anything.
+version_added: "1.0.0"
+author: SGLang DeepSeek-V4 deployment maintainers
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  role:
+    description: What the server is.
+    type: str
+    required: true
+    choices: [prefill, decode, router]
+  unit:
+    description: The systemd unit, without C(.service). Defaults to V(sglang-dsv4-<role>).
+    type: str
+  script:
+    description: The serve script. Defaults to V(/opt/sglang/bin/serve_dsv4_<role>.sh).
+    type: path
+  env_file:
+    description: The environment file. Defaults to V(/etc/sglang/dsv4-<role>.env).
+    type: path
+  facts_file:
+    description: The local facts file written at deploy (JSON). An empty string skips it.
+    type: path
+    default: /etc/ansible/facts.d/sglang.fact
+  name:
+    description: Host name used in messages. Defaults to the host's name.
+    type: str
+seealso:
+  - module: sglang_limits
+"""
+
+EXAMPLES = r"""
+- name: Read the decode engine's files and process
+  sglang_layers:
+    role: decode
+  register: decode_layers
+
+- name: Warn about a pending restart
+  ansible.builtin.debug:
+    msg: "{{ decode_layers.unit.changed_since_start }} changed after the engine started"
+  when: decode_layers.restart_pending
+"""
+
+RETURN = r"""
+on_disk:
+  description: Envelope keys parsed from the serve script and the environment file; null when the script is missing.
+  returned: always
+  type: dict
+  sample: {context_length: 131072, max_running_requests: 64, bf16_index_k: true, api_key: <redacted>}
+running:
+  description: Envelope keys of the live process; null when the unit has no main process or its argv is unknown.
+  returned: always
+  type: dict
+running_source:
+  description: V(proc) (read from /proc), V(files) (process title rewritten, files unchanged since start) or V(unknown).
+  returned: always
+  type: str
+restart_pending:
+  description: A file changed after the process started.
+  returned: always
+  type: bool
+unit:
+  description: The unit's ExecStart, EnvironmentFile, ActiveState, MainPID, start time and the files changed since.
+  returned: always
+  type: dict
+files:
+  description:
+    - Path, existence and mtime of the script, the environment file and the unit file, and whether each differs from
+      the checksum the last deploy recorded (C(edited_since_deploy)).
+  returned: always
+  type: dict
+edited_since_deploy:
+  description: The files (script, env_file, unit) whose checksum differs from the one the last deploy recorded.
+  returned: always
+  type: list
+  elements: str
+deployed:
+  description: The envelope the last deploy recorded in the local facts for this role (secrets redacted), or null.
+  returned: always
+  type: dict
+problems:
+  description: What is missing or inconsistent on the host; each names the file or the unit.
+  returned: always
+  type: list
+  elements: str
+notes:
+  description: How the layers were read.
+  returned: always
+  type: list
+  elements: str
+"""
+
+
+def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
+    p = module.params
+    role = p["role"]
+    unit = p["unit"] or UNIT_NAMES[role]
+    layers = read_layers(
+        role,
+        unit,
+        p["script"] or SCRIPT.format(role=role),
+        p["env_file"] or ENV_FILE.format(role=role),
+        p["facts_file"] or None,
+        host,
+    )
+    name = p["name"] or socket.gethostname()
+    return {
+        "changed": False,
+        "role": role,
+        "on_disk": layers.on_disk,
+        "running": layers.running,
+        "running_source": layers.running_source,
+        "restart_pending": bool(layers.unit.get("changed_since_start")),
+        "unit": {"name": unit, **layers.unit},
+        "files": layers.files,
+        "edited_since_deploy": sorted(n for n, f in layers.files.items() if f.get("edited_since_deploy")),
+        "deployed": layers.deployed,
+        "problems": [f"{name}: {problem}" for problem in layers.problems],
+        "notes": layers.notes,
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
+            "unit": {"type": "str"},
+            "script": {"type": "path"},
+            "env_file": {"type": "path"},
+            "facts_file": {"type": "path", "default": "/etc/ansible/facts.d/sglang.fact"},
+            "name": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+
+    def systemctl(argv: list[str]) -> str:
+        rc, out, err = module.run_command(argv)
+        if rc != 0:
+            module.fail_json(msg=f"{' '.join(argv)} failed (rc={rc}): {err.strip()}")
+        return str(out)
+
+    module.exit_json(**run(module, HostFiles(root="/", run=systemctl)))
+
+
+if __name__ == "__main__":
+    main()

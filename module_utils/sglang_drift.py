@@ -1,0 +1,320 @@
+"""The four-layer comparison: declared, on disk, running and effective values of one server, key by key.
+
+Every layer is an envelope (same keys). A drift item names the key, the layer where the value first leaves
+the declaration (the origin), every layer that differs, and, where SGLang's semantics explain the gap, why.
+
+- on disk and running: compared with the declaration; an unset key must stay unset (a bool unset = false).
+- effective: a declared key must be applied as declared; an unset key is compared with what the capacity
+  model predicts (resolve_engine), and for memory-profile keys only as information.
+- max_running_requests: SGLang applies min(requested // attn_dp_size, token_capacity // 2) per DP rank.
+- max_queued_requests: ignored when disaggregation_mode is prefill or decode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+try:
+    from ansible.module_utils.sglang_capacity import (
+        CapacityError,
+        bf16_index_loss,
+        is_dsv4,
+        resolve_engine,
+        resolve_max_running_requests,
+    )
+    from ansible.module_utils.sglang_flags import REDACTED
+    from ansible.module_utils.sglang_live import IGNORED
+    from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
+except ImportError:
+    from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_engine, resolve_max_running_requests
+    from .sglang_flags import REDACTED
+    from .sglang_live import IGNORED
+    from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
+
+LAYERS = ("declared", "on_disk", "running", "effective")
+# Keys whose unset value SGLang derives from the GPU's memory profile: a gap to the prediction is information.
+PROFILE_KEYS = frozenset(
+    {"max_total_tokens", "mem_fraction_static", "chunked_prefill_size", "max_prefill_tokens", "swa_full_tokens_ratio"}
+)
+# Resolutions that are not drift: declared value -> values SGLang may turn it into.
+RESOLVES = {("kv_cache_dtype", "auto"): {"fp8_e4m3", "bfloat16", "bf16", "auto"}}
+
+
+@dataclass
+class Drift:
+    key: str
+    layer: str  # where the value first leaves the declaration
+    layers: list[str]  # every layer whose value differs
+    declared: Any
+    live: Any  # the value at `layer` (for layer "declared": the value deployed on the host)
+    severity: str  # drift | info
+    explanation: str
+
+
+@dataclass
+class Row:
+    key: str
+    limit: bool
+    values: dict[str, Any]  # layer -> value (absent: unknown)
+    marks: dict[str, str] = field(default_factory=dict)  # layer -> drift | info
+
+
+@dataclass
+class Audit:
+    rows: list[Row]
+    drift: list[Drift]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows": [asdict(r) for r in self.rows], "drift": [asdict(d) for d in self.drift]}
+
+
+# ---------------------------------------------------------------- prediction
+
+
+def predict(model: Mapping[str, Any] | None, declared: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """What the capacity model expects this engine to apply (envelope keys), or ({}, why not)."""
+    if not model or not model.get("config"):
+        return {}, None
+    envelope = {k: v for k, v in declared.items() if k not in DEPLOY_KEYS and v != REDACTED}
+    kwargs = {"params_b": model.get("params_b"), "quantization": model.get("quantization")}
+    try:
+        limits = resolve_engine(model["config"], envelope, float(model.get("gpu_memory_gib") or 0), **kwargs)
+        _, _, share = bf16_index_loss(model["config"], envelope, float(model.get("gpu_memory_gib") or 0), **kwargs)
+    except (CapacityError, KeyError, TypeError, ValueError) as exc:
+        return {}, f"capacity model: {exc}"
+    out = {k: v for k, v in limits.resolved.items() if k in BY_NAME and not BY_NAME[k].secret}
+    out.update(
+        {
+            "context_length": limits.context_len,
+            "max_total_tokens": limits.max_total_num_tokens,
+            "max_running_requests": limits.resolved.get("max_running_requests"),
+            "bf16_index_share": None if math.isnan(share) else round(share, 4),
+            "dsv4": is_dsv4(model["config"]),
+        }
+    )
+    return out, None
+
+
+# ---------------------------------------------------------------- equality
+
+
+def _bool(value: Any) -> bool:
+    return bool(value) and value not in ("0", "false", "False")
+
+
+def same(key: str, a: Any, b: Any) -> bool:
+    """Whether two layer values of `key` mean the same setting (unset bool = false, 128k = 128000 ...)."""
+    spec = BY_NAME.get(key)
+    if spec is None:
+        return a == b
+    if spec.secret:
+        return (a is None) == (b is None)
+    if spec.kind == "bool":
+        return _bool(a) == _bool(b)
+    if a is None or b is None:
+        if key == "disaggregation_mode":
+            return str(a or "null") == str(b or "null")
+        return a is None and b is None
+    if IGNORED in (a, b):
+        return a == b
+    try:
+        if spec.kind == "float":
+            return math.isclose(float(a), float(b), rel_tol=1e-6)
+        if spec.kind in ("int", "size"):
+            return int(a) == int(b)
+        if spec.kind == "intlist":
+            return [int(x) for x in a] == [int(x) for x in b]
+    except (TypeError, ValueError):
+        return False
+    return str(a) == str(b)
+
+
+# ---------------------------------------------------------------- effective layer
+
+
+@dataclass
+class LiveContext:
+    """Live facts that explain effective values."""
+
+    token_capacity: int | None = None
+    attn_dp_size: int = 1
+    disaggregation_mode: str = "null"
+    requested: dict[str, Any] = field(default_factory=dict)
+    page_size: int | None = None
+
+
+def expected_running(requested: int | None, ctx: LiveContext, context_len: int | None) -> int | None:
+    """max_running_requests SGLang applies for a request, given the live pool (all DP ranks)."""
+    if requested is None or not ctx.token_capacity:
+        return None
+    per_dp = resolve_max_running_requests(int(requested), int(ctx.token_capacity), int(context_len or 1),
+                                          ctx.attn_dp_size)  # fmt: skip
+    return per_dp * ctx.attn_dp_size
+
+
+def effective_gap(
+    key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
+) -> tuple[str, str] | None:
+    """(severity, explanation) when the effective value is not what the declaration asks for, else None."""
+    if live is None:
+        return None
+    if declared is None:
+        return _unset_gap(key, live, predicted, ctx, context_len)
+    if key == "max_total_tokens":
+        page = int(ctx.page_size or 1)
+        if int(declared) // page * page <= int(live) <= int(declared):
+            return None
+    if same(key, declared, live) or str(live) in RESOLVES.get((key, str(declared)), set()):
+        return None
+    return "drift", _explain(key, declared, live, predicted, ctx, context_len)
+
+
+def _unset_gap(
+    key: str, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
+) -> tuple[str, str] | None:
+    if key == "max_running_requests":
+        expected = expected_running(predicted.get("max_running_requests"), ctx, context_len)
+    elif key == "max_queued_requests" or key not in predicted:
+        return None
+    else:
+        expected = predicted[key]
+    if expected is None or same(key, expected, live):
+        return None
+    severity = "info" if key in PROFILE_KEYS else "drift"
+    return severity, f"declared unset: the capacity model predicts {expected}, the engine applies {live}"
+
+
+def _explain(
+    key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
+) -> str:
+    echoed = ctx.requested.get(key)
+    if key == "max_queued_requests" and live == IGNORED:
+        return (
+            f"SGLang ignores --max-queued-requests when disaggregation_mode={ctx.disaggregation_mode}: "
+            "bound the queue with the router's queue_size instead"
+        )
+    if key == "max_running_requests":
+        expected = expected_running(declared, ctx, context_len)
+        cap = (ctx.token_capacity or 0) // 2
+        echo = f"; /server_info echoes {echoed}" if echoed is not None else ""
+        if expected is not None and int(live) == expected and int(live) < int(declared):
+            return (
+                f"SGLang applies min(requested // attn_dp_size, token_capacity // 2) per DP rank: the live pool "
+                f"holds {ctx.token_capacity} tokens, so token_capacity // 2 = {cap}{echo}"
+            )
+        return f"the scheduler applies {live}, not {declared}; token_capacity // 2 = {cap} does not explain it{echo}"
+    if key == "max_total_tokens" and int(live) < int(declared):
+        return (
+            f"the pool is min(profiled, --max-total-tokens): the memory profile holds only {live} tokens "
+            f"(mem_fraction_static and the weights leave no room for {declared})"
+        )
+    if key == "context_length":
+        return f"/v1/models max_model_len is {live}, the declaration {declared}"
+    if key == "page_size" and predicted.get("dsv4") and int(live) == 256:
+        return "SGLang forces page_size 256 for DeepSeek-V4"
+    return f"the engine applies {live}, the declaration says {declared}"
+
+
+# ---------------------------------------------------------------- the comparison
+
+
+def _keys(role: str, *layers: Mapping[str, Any] | None) -> list[str]:
+    names = [k.name for k in keys_for(role)]
+    present = set().union(*[set(layer) for layer in layers if layer])
+    return [n for n in names if n in present or n in limit_keys(role)]
+
+
+def compare(
+    role: str,
+    declared: Mapping[str, Any],
+    on_disk: Mapping[str, Any] | None = None,
+    running: Mapping[str, Any] | None = None,
+    effective: Mapping[str, Any] | None = None,
+    *,
+    predicted: Mapping[str, Any] | None = None,
+    live: LiveContext | None = None,
+    deployed: Mapping[str, Any] | None = None,
+    restart_pending: bool = False,
+    effective_from_running: bool = False,
+) -> Audit:
+    """Compare the four layers of one server. None for a layer means it was not read.
+
+    `deployed` is the envelope the last deploy recorded on the host (local facts): a key that differs between
+    it and the declaration, while the files match it, means the declaration changed and was not deployed.
+    `effective_from_running` (the router) skips effective-layer drift: those values derive from the argv.
+    """
+    predicted = predicted or {}
+    ctx = live or LiveContext()
+    context_len = (effective or {}).get("context_length")
+    rows: list[Row] = []
+    drift: list[Drift] = []
+    limits = set(limit_keys(role))
+    for key in _keys(role, declared, on_disk, running, effective):
+        d = declared.get(key)
+        values: dict[str, Any] = {"declared": d}
+        for name, layer in (("on_disk", on_disk), ("running", running), ("effective", effective)):
+            if layer is not None and (key in layer or name != "effective"):
+                values[name] = layer.get(key)
+        row = Row(key, key in limits, values)
+        rows.append(row)
+        item = _judge(key, values, predicted, ctx, context_len, deployed, restart_pending, effective_from_running)
+        if item:
+            drift.append(item)
+            for marked in item.layers:
+                row.marks[marked] = item.severity
+    return Audit(rows, drift)
+
+
+def _judge(
+    key: str,
+    values: Mapping[str, Any],
+    predicted: Mapping[str, Any],
+    ctx: LiveContext,
+    context_len: int | None,
+    deployed: Mapping[str, Any] | None,
+    restart_pending: bool,
+    effective_from_running: bool,
+) -> Drift | None:
+    d = values["declared"]
+    differs = [n for n in ("on_disk", "running") if n in values and not same(key, values[n], d)]
+    gap = None
+    if "effective" in values and not effective_from_running:
+        gap = effective_gap(key, d, values["effective"], predicted, ctx, context_len)
+        running_value = values.get("running", d)
+        if (
+            gap
+            and "running" in differs
+            and not effective_gap(key, running_value, values["effective"], predicted, ctx, context_len)
+        ):
+            gap = ("drift", "")  # the effective value follows the running argv
+        if gap:
+            differs.append("effective")
+    if not differs:
+        return None
+    on_disk, running = values.get("on_disk"), values.get("running")
+    if deployed is not None and key in deployed and not same(key, deployed.get(key), d):
+        if "on_disk" not in values or same(key, on_disk, deployed.get(key)):
+            return Drift(
+                key, "declared", differs, d, deployed.get(key), "drift",
+                f"the declaration changed since the last deploy, which wrote {deployed.get(key)}: run site.yml",
+            )  # fmt: skip
+    if "on_disk" in differs:
+        if "running" in values and same(key, running, d):
+            why = "edited on the host; the process still runs the declared value (a restart would apply the edit)"
+        elif "running" in values and same(key, running, on_disk):
+            why = "edited on the host (or the declaration changed without a deploy) and applied by a restart"
+        else:
+            why = "the files on the host differ from the declaration"
+        return Drift(key, "on_disk", differs, d, on_disk, "drift", why)
+    if "running" in differs:
+        why = (
+            "the files changed after the process started: restart the unit to apply them"
+            if restart_pending
+            else "the process runs with a value its files do not have (started or restarted by hand)"
+        )
+        return Drift(key, "running", differs, d, running, "drift", why)
+    assert gap is not None
+    return Drift(key, "effective", differs, d, values["effective"], gap[0], gap[1])

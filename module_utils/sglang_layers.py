@@ -1,0 +1,258 @@
+"""The on-disk and running layers of one server, read on its host with the flag codec.
+
+On disk: the serve script's exec line, the environment file and the unit file (parsed back, never re-rendered).
+Running: the argv and environment of the unit's MainPID from /proc. Programs that rewrite their process title
+(smg calls setproctitle("smg::router"), which also overwrites the environment block) leave nothing to read
+there; the running layer is then taken from the files, but only when none of them changed after the process
+started. Secrets are redacted by the codec; the raw environment is never returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    from ansible.module_utils.sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
+    from ansible.module_utils.sglang_schema import EnvelopeError, keys_for
+except ImportError:
+    from .sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
+    from .sglang_schema import EnvelopeError, keys_for
+
+SCRIPT = "/opt/sglang/bin/serve_dsv4_{role}.sh"
+ENV_FILE = "/etc/sglang/dsv4-{role}.env"
+UNIT_DIR = "/etc/systemd/system"
+FACTS_FILE = "/etc/ansible/facts.d/sglang.fact"
+API_KEY_VAR = "SGLANG_API_KEY"
+
+
+def parse_systemctl_show(text: str) -> dict[str, str]:
+    """`systemctl show -p A -p B unit` output as a dict."""
+    out = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            out[name.strip()] = value.strip()
+    return out
+
+
+def parse_unit(text: str) -> dict[str, list[str]]:
+    """ExecStart and EnvironmentFile entries of a unit file (the - prefix of optional files dropped)."""
+    out: dict[str, list[str]] = {"ExecStart": [], "EnvironmentFile": []}
+    for raw in text.replace("\\\n", " ").splitlines():
+        name, sep, value = raw.strip().partition("=")
+        if sep and name.strip() in out and value.strip():
+            out[name.strip()].append(" ".join(value.split()).lstrip("-@+!:"))
+    return out
+
+
+def on_disk_envelope(role: str, script_text: str | None, env_text: str | None) -> dict[str, Any]:
+    """The envelope the files on the host would start: script argv plus environment file."""
+    envelope: dict[str, Any] = {}
+    if script_text is not None:
+        envelope.update(from_argv(role, parse_script(script_text)))
+    if env_text is not None:
+        envelope.update({k: v for k, v in from_environ(role, parse_env_file(env_text)).items() if v is not None})
+    return envelope
+
+
+def split_nul(raw: bytes) -> list[str]:
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def running_envelope(role: str, cmdline: bytes, environ: bytes) -> dict[str, Any] | None:
+    """The envelope of a live process, or None when its argv holds no flag (process title rewritten)."""
+    argv = split_nul(cmdline)
+    if not any(token.startswith("--") for token in argv):
+        return None
+    envelope = from_argv(role, argv)
+    env = dict(item.partition("=")[::2] for item in split_nul(environ))
+    if env:
+        envelope.update({k: v for k, v in from_environ(role, env).items() if v is not None})
+    return envelope
+
+
+def proc_start_epoch(stat_text: str, boot_time: float, ticks: int) -> float:
+    """Start time (epoch seconds) of a process from /proc/<pid>/stat."""
+    fields = stat_text[stat_text.rindex(")") + 2 :].split()
+    return boot_time + int(fields[19]) / ticks  # field 22 (starttime); fields here start at field 3
+
+
+def boot_time(proc_stat_text: str) -> float:
+    for line in proc_stat_text.splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise ValueError("no btime line in /proc/stat")
+
+
+def redact_facts(value: Any) -> Any:
+    """Local facts with every secret key's value replaced by the redaction marker."""
+    secrets = {k.name for role in ("prefill", "decode", "router") for k in keys_for(role) if k.secret}
+    if isinstance(value, dict):
+        return {k: (REDACTED if k in secrets and v is not None else redact_facts(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_facts(v) for v in value]
+    return value
+
+
+def deployed_record(facts: Any, role: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """(envelope, {file: sha1}) the last deploy recorded for `role` in the local facts.
+
+    The facts hold one record per role: {unit, command, envelope, files: {script: {path, sha1}, ...}}.
+    """
+    record = facts.get(role) if isinstance(facts, dict) else None
+    if not isinstance(record, dict):
+        return None, {}
+    envelope = record.get("envelope")
+    files = record.get("files")
+    entries: dict[str, Any] = files if isinstance(files, dict) else {}
+    sums = {name: str(f["sha1"]) for name, f in entries.items() if isinstance(f, dict) and f.get("sha1")}
+    return (dict(envelope) if isinstance(envelope, dict) else None), sums
+
+
+@dataclass
+class HostFiles:
+    """Filesystem and command access, replaceable in tests."""
+
+    root: str = "/"
+    run: Callable[[list[str]], str] | None = None
+
+    def path(self, path: str) -> Path:
+        return Path(self.root) / path.lstrip("/")
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return self.path(path).read_text()
+        except FileNotFoundError:
+            return None
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return self.path(path).read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+
+    def sha1(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else hashlib.sha1(data).hexdigest()  # Ansible's stat checksum
+
+    def mtime(self, path: str) -> float | None:
+        try:
+            return self.path(path).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+
+@dataclass
+class Layers:
+    """Result of reading one server's files and process."""
+
+    on_disk: dict[str, Any] | None = None
+    running: dict[str, Any] | None = None
+    running_source: str = "unknown"  # proc | files | unknown
+    unit: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
+    deployed: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_layers(
+    role: str,
+    unit: str,
+    script: str,
+    env_file: str,
+    facts_file: str | None,
+    host: HostFiles,
+    ticks: int | None = None,
+) -> Layers:
+    """Read the on-disk and running layers of one server on this host."""
+    out = Layers()
+    script_text, env_text = host.read_text(script), host.read_text(env_file)
+    out.files = {
+        "script": {"path": script, "exists": script_text is not None, "mtime": host.mtime(script)},
+        "env_file": {"path": env_file, "exists": env_text is not None, "mtime": host.mtime(env_file)},
+    }
+    unit_path = f"{UNIT_DIR}/{unit}.service"
+    unit_text = host.read_text(unit_path)
+    out.files["unit"] = {"path": unit_path, "exists": unit_text is not None, "mtime": host.mtime(unit_path)}
+    try:
+        out.on_disk = on_disk_envelope(role, script_text, env_text) if script_text is not None else None
+    except EnvelopeError as exc:
+        out.problems.append(f"{script}: {exc}")
+    if script_text is None:
+        out.problems.append(f"{script} does not exist: the server is not deployed here")
+    if unit_text is not None:
+        parsed = parse_unit(unit_text)
+        exec_start = " ".join(parsed["ExecStart"])
+        out.unit = {
+            "exec_start": exec_start,
+            "environment_files": parsed["EnvironmentFile"],
+            "runs_script": script in exec_start,
+            "reads_env_file": env_file in parsed["EnvironmentFile"],
+        }
+        if not out.unit["runs_script"]:
+            out.problems.append(f"{unit_path}: ExecStart does not run {script}")
+        if env_text is not None and not out.unit["reads_env_file"]:
+            out.problems.append(f"{unit_path}: no EnvironmentFile={env_file}")
+    if facts_file:
+        _read_facts(out, role, facts_file, host)
+    _read_process(out, role, unit, host, ticks or os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def _read_facts(out: Layers, role: str, facts_file: str, host: HostFiles) -> None:
+    raw = host.read_text(facts_file)
+    if raw is None:
+        out.notes.append(f"{facts_file} does not exist: deployed envelope unknown")
+        return
+    try:
+        envelope, sums = deployed_record(redact_facts(json.loads(raw)), role)
+    except ValueError:
+        out.notes.append(f"{facts_file} is not JSON: deployed envelope unknown")
+        return
+    out.deployed = envelope
+    for name, info in out.files.items():
+        if name in sums:
+            info["edited_since_deploy"] = host.sha1(info["path"]) != sums[name]
+
+
+def _read_process(out: Layers, role: str, unit: str, host: HostFiles, ticks: int) -> None:
+    if host.run is None:
+        out.notes.append("no systemctl access: running layer unknown")
+        return
+    show = parse_systemctl_show(host.run(["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", unit]))
+    pid = int(show.get("MainPID") or 0)
+    out.unit.update({"active_state": show.get("ActiveState"), "main_pid": pid})
+    if pid <= 0:
+        out.problems.append(f"{unit} has no main process (ActiveState={show.get('ActiveState')})")
+        return
+    cmdline = host.read_bytes(f"/proc/{pid}/cmdline") or b""
+    environ = host.read_bytes(f"/proc/{pid}/environ") or b""
+    stat, proc_stat = host.read_text(f"/proc/{pid}/stat"), host.read_text("/proc/stat")
+    started = proc_start_epoch(stat, boot_time(proc_stat), ticks) if stat and proc_stat else None
+    out.unit["started"] = started
+    changed = [
+        name
+        for name, info in out.files.items()
+        if started is not None and info.get("mtime") is not None and info["mtime"] > started
+    ]
+    out.unit["changed_since_start"] = changed
+    running = running_envelope(role, cmdline, environ)
+    if running is not None:
+        out.running, out.running_source = running, "proc"
+        return
+    if changed or started is None or out.on_disk is None:
+        why = f"{', '.join(changed)} changed after the process started" if changed else "start time unknown"
+        out.notes.append(f"the process title is rewritten (no argv in /proc/{pid}/cmdline) and {why}")
+        return
+    out.running, out.running_source = dict(out.on_disk), "files"
+    out.notes.append(
+        f"the process title is rewritten (no argv in /proc/{pid}/cmdline): running values are the files' "
+        "values, which did not change after the process started"
+    )

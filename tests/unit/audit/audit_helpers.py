@@ -1,0 +1,139 @@
+"""Audit test helpers: run the library modules in-process with the repository's module_utils and a mocked transport.
+
+Inside Ansible the modules import `ansible.module_utils.sglang_*` from the AnsiballZ bundle; here those names are
+aliased to the installed `sglang_envelope` package (the same files).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import io
+import json
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import redirect_stdout
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+REPO = Path(__file__).resolve().parents[3]
+MODELS = REPO / "models"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SECRET = "sk-lab-secret-123"
+
+for _path in sorted((REPO / "module_utils").glob("sglang_*.py")):
+    _name = _path.stem
+    sys.modules.setdefault(f"ansible.module_utils.{_name}", importlib.import_module(f"sglang_envelope.{_name}"))
+
+from sglang_envelope.sglang_live import Reply, TransportError  # noqa: E402
+
+
+def load_model(name: str) -> dict[str, Any]:
+    return dict(json.loads((MODELS / name / "config.json").read_text()))
+
+
+def model_inputs(name: str) -> dict[str, Any]:
+    """Capacity-model inputs of the lab inventory (DeepSeek-V4-Flash on 141 GiB GPUs)."""
+    return {"config": load_model(name), "gpu_memory_gib": 141, "params_b": 284, "quantization": "mxfp4"}
+
+
+def load_library(name: str) -> ModuleType:
+    """Import library/<name>.py as a module (it is a script, not a package member)."""
+    spec = importlib.util.spec_from_file_location(f"library_{name}", REPO / "library" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fixture_body(name: str) -> Any:
+    text = (FIXTURES / name).read_text()
+    return json.loads(text) if name.endswith(".json") else text
+
+
+def set_path(data: Any, dotted: str, value: Any) -> None:
+    """Set data['a'][0]['b'] for 'a.0.b'; a value of '__delete__' removes the key."""
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    last = parts[-1]
+    if value == "__delete__":
+        del data[last]
+    elif isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
+
+
+OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang serves these without the API key
+
+
+class RecordedTransport:
+    """Answers GETs from a case's `http` table: fixture bodies, patches, statuses, raised transport errors.
+
+    With `require_key`, protected paths answer 401 {"error":"Unauthorized"} unless the bearer matches, as SGLang does.
+    """
+
+    def __init__(self, table: Mapping[str, Any], require_key: str | None = None) -> None:
+        self.table = table
+        self.require_key = require_key
+        self.calls: list[str] = []
+        self.lock = threading.Lock()
+
+    def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Reply:
+        path = "/" + url.split("/", 3)[3] if url.count("/") >= 3 else "/"
+        with self.lock:
+            self.calls.append(path)
+        spec = self.table.get(path)
+        if spec is None:
+            return Reply(404, b'{"detail":"Not Found"}')
+        if "error" in spec:
+            raise TransportError(spec["error"], spec.get("reason", spec["error"]))
+        if self.require_key and not path.startswith(OPEN_PATHS):
+            if headers.get("Authorization") != f"Bearer {self.require_key}":
+                return Reply(401, b'{"error":"Unauthorized"}')
+        if "raw" in spec:
+            return Reply(int(spec.get("status", 200)), str(spec["raw"]).encode())
+        body = copy.deepcopy(fixture_body(spec["fixture"])) if "fixture" in spec else spec.get("json")
+        for dotted, value in (spec.get("patch") or {}).items():
+            set_path(body, dotted, value)
+        raw = body if isinstance(body, str) else json.dumps(body)
+        return Reply(int(spec.get("status", 200)), raw.encode())
+
+
+def run_module(module: ModuleType, args: dict[str, Any], transport: Any = None, host: Any = None) -> dict[str, Any]:
+    """Run a library module's main() with `args`; return its JSON result (exit_json or fail_json)."""
+    if transport is not None:
+        module.build_transport = lambda _module: transport  # type: ignore[attr-defined]
+    if host is not None:
+        module.HostFiles = lambda **_kwargs: host  # type: ignore[attr-defined]
+    out = io.StringIO()
+    with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit):
+        module.main()
+    return dict(json.loads(out.getvalue()))
+
+
+def load_cases(path: Path) -> list[Any]:
+    """The `cases` list of a YAML case table (the file may also hold anchors under other keys)."""
+    data = yaml.safe_load(path.read_text())
+    cases = data["cases"] if isinstance(data, dict) else data
+    return [pytest.param(case, id=case["id"]) for case in cases]
+
+
+def subset(expected: Any, actual: Any, where: str = "") -> Iterator[str]:
+    """Mismatches of `expected` within `actual`: dicts compare key by key, everything else exactly."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key, value in expected.items():
+            if key not in actual:
+                yield f"{where}.{key}: missing"
+            else:
+                yield from subset(value, actual[key], f"{where}.{key}")
+    elif expected != actual:
+        yield f"{where}: expected {expected!r}, got {actual!r}"
