@@ -1,0 +1,217 @@
+"""Envelope probes through the router: opt-in (--probes, or sglang_verify_probes: true in the inventory).
+
+The probe program (probes/envelope_probe.py) runs on the router host. It is sized from the live engine values
+(context length, longest accepted input, KV pool) and the declared router limits, and bounded in fan-out and
+time (sglang_verify_probe_* settings). It fills the router's admission window: run it only on an idle stack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sglang_envelope import sglang_live
+from verify_expect import ENGINE_ROLES, HostPlan
+from verify_remote import run_probe
+from verify_session import plan_of, snapshot_of
+
+
+def _engines_live(runner: Any, plan: HostPlan) -> dict[str, list[dict[str, Any]]]:
+    """Live state of every engine of the inventory (their hosts' snapshots)."""
+    out: dict[str, list[dict[str, Any]]] = {r: [] for r in ENGINE_ROLES}
+    for role in ENGINE_ROLES:
+        for worker in plan.workers[role]:
+            seen = snapshot_of(runner, worker["host"])["servers"].get(role) or {}
+            engine = (seen.get("live") or {}).get("engine")
+            if not engine:
+                pytest.fail(f"{role} engine on {worker['host']} gave no live values: {seen.get('live')}", pytrace=False)
+            out[role].append(engine)
+    return out
+
+
+def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
+    router = plan.servers["router"]
+    s = plan.settings
+    engines = _engines_live(runner, plan)
+    every = engines["prefill"] + engines["decode"]
+    contexts = [e["effective"].get("context_length") for e in every]
+    inputs = [e["facts"].get("max_req_input_len") for e in every]
+    pools = [e["effective"].get("max_total_tokens") for e in engines["decode"]]
+    if None in contexts or None in inputs or None in pools:
+        pytest.fail(
+            f"engines report no context length, max_req_input_len or KV pool: {contexts}, {inputs}, {pools}",
+            pytrace=False,
+        )
+    limits, _ = sglang_live.router_effective({k: v for k, v in router.envelope.items() if v is not None})
+    longest = min(int(i) for i in inputs) - 1  # SGLang accepts an input shorter than max_req_input_len
+    hold = float(s["sglang_verify_probe_hold_secs"])
+    config: dict[str, Any] = {
+        "router": router.base_url,
+        "api_key_file": router.env_file,
+        "token_id": int(s["sglang_verify_probe_token_id"]),
+        "deadline_s": float(s["sglang_verify_probe_deadline_secs"]),
+        "request_timeout_s": 30,
+        # No request may stay open longer than the router's own queue + request timeouts.
+        "bound_s": limits["queue_timeout_secs"] + limits["request_timeout_secs"],
+        "context": {"context_len": min(int(c) for c in contexts), "max_input": longest},
+        "parallel": {
+            "max_concurrent": limits["max_concurrent_requests"] or 0,
+            "queue_size": limits["queue_size"],
+            "extra": int(s["sglang_verify_probe_extra"]),
+            "hold_s": hold,
+            "reject_s": float(s["sglang_verify_probe_reject_secs"]),
+            "queue_timeout_s": limits["queue_timeout_secs"],
+            "request_timeout_s": limits["request_timeout_secs"],
+            "max_parallel": int(s["sglang_verify_probe_max_parallel"]),
+        },
+        "total": {
+            "pool_tokens": sum(int(p) for p in pools),
+            "input_tokens": longest,
+            "context_len": min(int(c) for c in contexts),
+            "max_requests": int(s["sglang_verify_probe_max_total"]),
+            "hold_s": hold,
+        },
+    }
+    if limits["max_concurrent_requests"] is None:  # 0: smg has no in-flight cap, nothing to saturate
+        config["parallel"] = None
+        config["parallel_skipped"] = "the router declares max_concurrent_requests 0 (no in-flight cap): nothing to fill"
+    if "decode" in plan.servers:
+        decode = plan.servers["decode"]
+        config["total"]["observe"] = {"url": decode.base_url, "api_key_file": decode.env_file}
+    return config
+
+
+@pytest.fixture(scope="module")
+def probe(request: pytest.FixtureRequest, runner: Any, host: Any) -> dict[str, Any]:
+    plan = plan_of(runner, host.backend.host)
+    if "router" not in plan.servers:
+        pytest.skip(f"{plan.name} does not serve router (not in group sglang_router)")
+    wanted = request.config.getoption("probes")
+    enabled = bool(plan.settings["sglang_verify_probes"]) if wanted is None else wanted
+    if not enabled:
+        why = "--no-probes" if wanted is False else "sglang_verify_probes is false; --probes turns them on"
+        pytest.skip(f"envelope probes are off ({why})")
+    config = probe_config(runner, plan)
+    result = run_probe(host, plan, config)
+    assert "error" not in result, f"probe: {result['error']}"
+    return {"config": config, "result": result}
+
+
+def _describe(items: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for r in items:
+        key = str(r.get("status")) if r.get("status") is not None else (r.get("error") or "no answer")[:60]
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n}x {k}" for k, n in sorted(counts.items()))
+
+
+def _parallel(probe: dict[str, Any]) -> dict[str, Any]:
+    if probe["config"].get("parallel") is None:
+        pytest.skip(probe["config"].get("parallel_skipped") or "no parallel probe")
+    par: dict[str, Any] = probe["result"].get("parallel") or {}
+    assert par, f"the parallel probe did not run: {probe['result'].get('calibration')}"
+    assert "error" not in par, f"parallel probe: {par.get('error')}"
+    return par
+
+
+def test_probe_context_over_rejected(probe: dict[str, Any]) -> None:
+    """A request one token over the live context length gets 400 with SGLang's message."""
+    ctx = probe["result"]["context"]
+    over = ctx["over"]
+    assert over.get("status") == 400, (
+        f"{over['input_tokens']} input tokens (context length {ctx['context_len']}): expected 400, got "
+        f"{over.get('status')} {over.get('error') or over.get('body') or over.get('finish')!r}"
+    )
+    assert ctx["expected_message"] in over.get("body", ""), (
+        f"400 without SGLang's message {ctx['expected_message']!r}: {over.get('body')!r}"
+    )
+
+
+def test_probe_context_under_accepted(probe: dict[str, Any]) -> None:
+    """A request of the longest accepted input (max_req_input_len - 1 tokens) is served."""
+    under = probe["result"]["context"]["under"]
+    assert under.get("status") == 200, (
+        f"{under['input_tokens']} input tokens: expected 200, got {under.get('status')} "
+        f"{under.get('error') or under.get('body')!r}"
+    )
+    if under.get("prompt_tokens") is not None:
+        assert under["prompt_tokens"] == under["input_tokens"], f"prompt_tokens {under['prompt_tokens']}"
+
+
+def test_probe_parallel_admitted(probe: dict[str, Any]) -> None:
+    """max_concurrent_requests + queue_size parallel requests all succeed (running or queued)."""
+    par = _parallel(probe)
+    wave1 = par["wave1"]
+    assert wave1, "no parallel request was sent"
+    bad = [r for r in wave1 if r.get("status") != 200]
+    sample: dict[str, Any] = bad[0] if bad else {}
+    assert not bad, (
+        f"{len(bad)} of {len(wave1)} parallel requests (max_concurrent_requests {par['max_concurrent']} + "
+        f"queue_size {par['queue_size']}) were not served: {_describe(wave1)}; e.g. {sample}"
+    )
+
+
+def test_probe_parallel_rejected_promptly(probe: dict[str, Any]) -> None:
+    """Requests beyond max_concurrent_requests + queue_size get 429 within the reject bound."""
+    par = _parallel(probe)
+    if par.get("capped"):
+        pytest.skip(par["reason"])
+    limit = probe["config"]["parallel"]["reject_s"]
+    wave2 = par["wave2"]
+    assert len(wave2) == par["extra"] > 0, f"{len(wave2)} extra requests sent, {par['extra']} planned"
+    assert all(r.get("status") == 429 for r in wave2), (
+        f"{len(wave2)} requests over the admission window ({par['max_concurrent']} + {par['queue_size']}, "
+        f"sent {par.get('wave2_at_s')} s after the window filled): {_describe(wave2)}, expected 429 each"
+    )
+    slow = [r["seconds"] for r in wave2 if r["seconds"] >= limit]
+    assert not slow, f"429 took {max(slow)} s (bound {limit} s)"
+
+
+def test_probe_every_request_accounted(probe: dict[str, Any]) -> None:
+    """No probe request hangs past the declared timeouts; each one ends as 200 or an expected rejection."""
+    res = probe["result"]
+    par = res.get("parallel") or {}
+    bound = probe["config"]["bound_s"]
+    requests = [("wave1", r) for r in par.get("wave1", [])] + [("wave2", r) for r in par.get("wave2", [])]
+    requests += [("total", r) for r in (res.get("total") or {}).get("results", [])]
+    requests += [("context", res["context"]["under"]), ("context-over", res["context"]["over"])]
+    allowed = {"wave1": {200}, "wave2": {429, 200}, "total": {200, 429, 503}, "context": {200}, "context-over": {400}}
+    hung = [f"{k}: {r.get('error')}" for k, r in requests if r.get("timeout") or (r.get("seconds") or 0) > bound]
+    assert not hung, f"{len(hung)} requests hung (declared bound {bound} s): {hung[:5]}"
+    odd = [
+        f"{k}: {r.get('status')} {r.get('error') or r.get('body', '')!r}"
+        for k, r in requests
+        if r.get("status") not in allowed[k]
+    ]
+    assert not odd, f"{len(odd)} of {len(requests)} requests ended unexpectedly: {odd[:5]}"
+
+
+def test_probe_total_context_never_dropped(probe: dict[str, Any]) -> None:
+    """Concurrent requests beyond the decode KV pool are queued or rejected, never cut off mid-generation."""
+    total = probe["result"].get("total") or {}
+    assert total, f"the total-context probe did not run: {probe['result'].get('calibration')}"
+    if total.get("capped"):
+        pytest.skip(total["reason"])
+    results = total.get("results") or []
+    assert results, "the total-context probe sent nothing"
+    completed, rejected, dropped = [], [], []
+    for r in results:
+        if (
+            r.get("status") == 200
+            and r.get("done")
+            and r.get("finish") == "length"
+            and not r.get("stream_error")
+            and r.get("completion_tokens") == total["max_new_tokens"]
+        ):
+            completed.append(r)
+        elif r.get("chunks", 0) == 0 and (r.get("status") not in (200, None) or r.get("stream_error")):
+            rejected.append(r)  # refused before any output: queued or rejected is fine, dropped is not
+        else:
+            dropped.append(r)
+    assert not dropped, (
+        f"{len(dropped)} of {len(results)} requests ({total['tokens_sent']} tokens against a pool of "
+        f"{total['pool_tokens']}) were cut off: {dropped[:3]}"
+    )
+    assert completed, f"none of {len(results)} requests completed: {_describe(results)}"
+    usage = (total.get("observed") or {}).get("max_token_usage", 0.0)
+    assert usage <= 1.0, f"the decode engine reported token_usage {usage} > 1"
