@@ -1,5 +1,5 @@
 # make lab   boot the lab host(s) and deploy the stack into them (root)
-# make test  lint + the whole test suite, lab tests included (root)
+# make test  lint + the whole test suite: unit, contract, lab, deploy, audit, verify, molecule (root)
 # make help  every target
 
 SHELL := /bin/bash
@@ -21,7 +21,7 @@ SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
 # plus tools a minimal Debian may lack.
-APT_PACKAGES := systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps
+APT_PACKAGES := systemd systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
@@ -31,7 +31,14 @@ LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
 
-.PHONY: help venv apt lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
+# SGLang 0.5.23's own parser on CPU for the contract test (tests/contract): CPU torch, sglang without
+# its dependencies, and the small set its server_args module imports.
+PARSER_VENV ?= .cache/sglang-parser-venv
+PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi packaging pillow starlette anyio \
+	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
+	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
+
+.PHONY: help venv apt parser-venv lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -42,6 +49,14 @@ $(VENV)/.installed: requirements/dev.txt requirements/constraints.txt pyproject.
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -r requirements/dev.txt -c requirements/constraints.txt
 	$(BIN)/python -m pip install -q -e . -c requirements/constraints.txt
+	touch $@
+
+parser-venv: $(PARSER_VENV)/.installed ## SGLang 0.5.23 parser on CPU, for the contract test
+
+$(PARSER_VENV)/.installed:
+	[ -x $(PARSER_VENV)/bin/python ] || $(PYTHON) -m venv $(PARSER_VENV)
+	$(PARSER_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(PARSER_VENV)/bin/python -m pip install -q --no-deps sglang==0.5.23 $(PARSER_PACKAGES)
 	touch $@
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)
@@ -91,8 +106,10 @@ lint: venv ## yamllint, ansible-lint, ruff, shellcheck
 	ruff format --check .
 	shellcheck $(SHELL_SCRIPTS)
 
-test: lint ## Lint, then pytest over TEST_DIRS (the lab tests boot the lab: root)
+test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the verify suite, molecule test
 	pytest $(PYTEST_ARGS) $(TEST_DIRS)
+	$(MAKE) --no-print-directory verify
+	$(MAKE) --no-print-directory molecule
 
 verify: venv ## The verify suite against the deployed lab
 	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)

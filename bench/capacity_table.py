@@ -18,8 +18,14 @@ MODEL = json.loads((Path(__file__).resolve().parent.parent / "models/deepseek-v4
 def main() -> None:
     hosts = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     envelopes = [
-        {"tp_size": 4, "mem_fraction_static": 0.78 + (i % 6) / 100, "context_length": 524288,
-         "chunked_prefill_size": 8192, "disaggregation_mode": ("prefill", "decode")[i % 2], "bf16_index_k": True}
+        {
+            "tp_size": 4,
+            "mem_fraction_static": 0.78 + (i % 6) / 100,
+            "context_length": 524288,
+            "chunked_prefill_size": 8192,
+            "disaggregation_mode": ("prefill", "decode")[i % 2],
+            "bf16_index_k": True,
+        }
         for i in range(hosts)
     ]
     start = time.perf_counter()
