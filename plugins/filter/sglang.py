@@ -17,7 +17,7 @@ import json
 import re
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -238,6 +238,18 @@ def to_fact_json(value: Any) -> str:
     return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
 
 
+def audit_records(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:
+    """Every record the audit kept on `hosts` (`sglang_audit_records`); a host without records is unreachable."""
+    records: list[dict[str, Any]] = []
+    for host in hosts:
+        kept = hostvars[host].get("sglang_audit_records") if host in hostvars else None
+        if kept is None:
+            records.append({"host": host, "role": "host", "host_unreachable": "the audit did not read this host"})
+        else:
+            records += [_plain(r) for r in kept]
+    return records
+
+
 class FilterModule:
     """sglang_* filters."""
 
@@ -259,4 +271,5 @@ class FilterModule:
             "sglang_unit_value": unit_value,
             "sglang_source_digest": source_digest,
             "sglang_fact_json": to_fact_json,
+            "sglang_audit_records": audit_records,
         }

@@ -33,7 +33,7 @@ def lab_host() -> testinfra.host.Host:
     if not _lab_is_up():
         if not (REPO / "roles/sglang_lab/tasks/main.yml").exists():
             pytest.skip("the lab is down and roles/sglang_lab is missing")
-        playbook("playbooks/lab.yml").ok()
+        playbook("playbooks/lab.yml").check()
     host = AnsibleRunner(str(REPO / "inventories/lab/hosts.yml")).get_host(LAB_HOST)
     assert host is not None
     return host
@@ -43,7 +43,7 @@ def lab_host() -> testinfra.host.Host:
 def release(lab_host: testinfra.host.Host) -> str:
     """Converge the lab once; return the engine release it runs (later runs pin it, so an edit of the
     sources during the test session cannot start a new release)."""
-    playbook("site.yml").ok()
+    playbook("site.yml").check()
     facts = json.loads(lab_host.file("/etc/ansible/facts.d/sglang.fact").content_string)
     assert facts["prefill"]["release"] == facts["decode"]["release"], facts
     return str(facts["prefill"]["release"])
@@ -83,13 +83,13 @@ def test_the_running_engine_has_the_declared_flags_and_the_key_only_in_its_env(
 
 
 def test_rerun_changes_nothing(release: str) -> None:
-    run = _pinned(release).ok()
-    assert run.recap[LAB_HOST]["changed"] == 0, run.output[-4000:]
+    run = _pinned(release).check()
+    assert run.recap()[LAB_HOST]["changed"] == 0, run.output[-4000:]
 
 
 def test_check_diff_after_a_run_changes_nothing(release: str) -> None:
-    run = _pinned(release, "--check", "--diff").ok()
-    assert run.recap[LAB_HOST]["changed"] == 0, run.output[-4000:]
+    run = _pinned(release, "--check", "--diff").check()
+    assert run.recap()[LAB_HOST]["changed"] == 0, run.output[-4000:]
     assert "--- before" not in run.output
 
 
@@ -101,9 +101,9 @@ def test_failed_restart_rolls_back_to_the_running_version(lab_host: testinfra.ho
     assert run.returncode != 0, run.output[-4000:]
     assert "sglang-dsv4-prefill failed its health gate after the change" in run.output
     assert "was rolled back" in run.output
-    assert "PLAY [Deploy the router]" not in run.output or run.recap[LAB_HOST]["failed"] == 1
+    assert "PLAY [Deploy the router]" not in run.output or run.recap()[LAB_HOST]["failed"] == 1
     assert lab_host.file(script).content_string == before
     assert lab_host.run("curl -sf -o /dev/null http://127.0.0.1:30000/health").rc == 0
     assert not lab_host.run(f"ls {script}.*~ 2>/dev/null").stdout.strip(), "backups left behind"
-    rerun = _pinned(release).ok()
-    assert rerun.recap[LAB_HOST]["changed"] == 0, rerun.output[-4000:]
+    rerun = _pinned(release).check()
+    assert rerun.recap()[LAB_HOST]["changed"] == 0, rerun.output[-4000:]

@@ -116,7 +116,7 @@ def test_bad_envelope_stops_before_any_host(
 ) -> None:
     run = playbook("-i", str(bad_inventory(overrides)), "site.yml", timeout=300)
     assert run.returncode != 0, run.output[-3000:]
-    _assert_stopped_before_hosts(run.output, run.recap)
+    _assert_stopped_before_hosts(run.output, run.recap())
     for fragment in fragments:
         assert fragment in run.output, f"{fragment!r} missing from the error:\n{run.output[-3000:]}"
 
@@ -128,7 +128,7 @@ def test_every_problem_is_reported_at_once(bad_inventory: Callable[[dict[str, An
     }
     run = playbook("-i", str(bad_inventory(overrides)), "site.yml", timeout=300)
     assert run.returncode != 0
-    _assert_stopped_before_hosts(run.output, run.recap)
+    _assert_stopped_before_hosts(run.output, run.recap())
     for fragment in ("sglang_decode.mem_fraction_static=1.2", "sglang_decode.port=30000"):
         assert fragment in run.output, run.output[-3000:]
 
@@ -139,5 +139,5 @@ def test_the_shared_envelope_passes(bad_inventory: Callable[[dict[str, Any]], Pa
     run = playbook("-i", str(bad_inventory({})), "site.yml", timeout=300)
     assert "KV pool" in run.output, run.output[-3000:]
     assert "PLAY [Deploy the SGLang engines]" in run.output
-    assert run.recap.get("localhost", {}).get("failed") == 0, run.recap
-    assert run.recap.get("lab1", {}).get("unreachable") == 1, run.recap
+    assert run.recap().get("localhost", {}).get("failed") == 0, run.recap()
+    assert run.recap().get("lab1", {}).get("unreachable") == 1, run.recap()

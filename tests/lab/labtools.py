@@ -46,9 +46,9 @@ class PlaybookRun:
         return self
 
 
-def run_playbook(*args: str, timeout: float = 900) -> PlaybookRun:
+def run_playbook(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> PlaybookRun:
     """Run ansible-playbook from the repository root with the project's ansible.cfg."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", **(env or {})}
     proc = subprocess.run(
         ["ansible-playbook", *args],
         cwd=REPO,

@@ -7,9 +7,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from sglang_envelope.sglang_flags import REDACTED, from_argv, parse_script
 from smg.launch_router import parse_router_args
 
+REPO = Path(__file__).resolve().parents[2]
+PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"
 SECRET_PLACEHOLDER = "${SGLANG_API_KEY}"
 
 
@@ -24,8 +27,15 @@ def _scripts(rendered: Path, role: str) -> list[Path]:
     return found
 
 
-def test_engine_scripts_parse_with_sglang(rendered: Path, sglang_python: Path) -> None:
-    scripts = [(role, path) for role in ("prefill", "decode") for path in _scripts(rendered, role)]
+@pytest.fixture(scope="session")
+def sglang_python() -> Path:
+    if not PARSER_PYTHON.exists():
+        pytest.fail(f"{PARSER_PYTHON} is missing; fix: run `make parser-venv` (make test does it)")
+    return PARSER_PYTHON
+
+
+def test_engine_scripts_parse_with_sglang(rendered: tuple[str, Path], sglang_python: Path) -> None:
+    scripts = [(role, path) for role in ("prefill", "decode") for path in _scripts(rendered[1], role)]
     argvs = [_flags(parse_script(path.read_text())) for _, path in scripts]
     run = subprocess.run(
         [str(sglang_python), str(Path(__file__).with_name("sglang_parse.py"))],
@@ -44,8 +54,8 @@ def test_engine_scripts_parse_with_sglang(rendered: Path, sglang_python: Path) -
         assert parsed["disaggregation_mode"] == role
 
 
-def test_router_scripts_parse_with_smg(rendered: Path) -> None:
-    for path in _scripts(rendered, "router"):
+def test_router_scripts_parse_with_smg(rendered: tuple[str, Path]) -> None:
+    for path in _scripts(rendered[1], "router"):
         argv = parse_script(path.read_text())
         launch = argv.index("launch")
         args = parse_router_args(argv[launch + 1 :])
