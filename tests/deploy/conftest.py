@@ -9,20 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from lab.labtools import PlaybookRun as Run
-from lab.labtools import run_playbook as playbook
-
-REPO = Path(__file__).resolve().parents[2]
-ENVELOPE = REPO / "group_vars" / "all" / "envelope.yml"
-LAB_INVENTORY = REPO / "inventories" / "lab"
-INVENTORIES = ("lab", "production", "multinode")
-
-__all__ = ["Run", "playbook"]  # shared with the lab tests: one way to run ansible-playbook and read its recap
-
-
-def envelope() -> dict[str, Any]:
-    """The shared declared envelope (group_vars/all/envelope.yml)."""
-    return dict(yaml.safe_load(ENVELOPE.read_text()))
+from deploytools import INVENTORIES, LAB_INVENTORY, playbook
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import REPO
+from deploytools import REPO
 from sglang_envelope.sglang_flags import parse_env_file
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 import testinfra.host
-from conftest import REPO, Run, playbook
+from deploytools import REPO, Run, playbook
 from testinfra.utils.ansible_runner import AnsibleRunner
 
 pytestmark = pytest.mark.lab

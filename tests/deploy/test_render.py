@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, envelope
+from deploytools import REPO, envelope
 from sglang_envelope.sglang_flags import from_argv, parse_env_file, parse_script
 
 LAB_KEY = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_api_key"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import envelope, playbook
+from deploytools import envelope, playbook
 
 BASE = envelope()
 

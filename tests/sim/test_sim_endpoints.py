@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from conftest import Launcher, Sim
+from simtools import Launcher, Sim
 
 KEY = "s3cret-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 
 import httpx
-from conftest import Launcher
+from simtools import Launcher
 
 SLOW = {"SGLANG_SIM_TTFT_MS": "10", "SGLANG_SIM_TOKENS_PER_SEC": "20", "SGLANG_SIM_STEP_MS": "20"}
 QUEUE_FULL_BODY = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from conftest import Launcher, Proc, Sim, free_port
+from simtools import Launcher, Proc, Sim, free_port
 
 ADMISSION = 3  # --max-concurrent-requests
 ENV = {
