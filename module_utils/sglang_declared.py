@@ -44,6 +44,13 @@ def engine_envelope(role: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def declared_in(role: str, hostvars: Mapping[str, Any], key: str) -> str:
+    """The variable a key of an engine envelope comes from: the role's own dict, else the shared one."""
+    if key in (hostvars.get(f"sglang_{role}") or {}) or key not in (hostvars.get("sglang_engine_common") or {}):
+        return f"sglang_{role}"
+    return "sglang_engine_common"
+
+
 def router_envelope(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The declared router envelope (worker lists are derived separately, from the inventory groups)."""
     return normalize("router", dict(hostvars.get("sglang_router") or {}), "sglang_router")

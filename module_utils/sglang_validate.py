@@ -7,11 +7,11 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine
-    from ansible.module_utils.sglang_declared import GROUPS, engine_envelope, router_envelope
+    from ansible.module_utils.sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
     from ansible.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 except ImportError:
     from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine
-    from .sglang_declared import GROUPS, engine_envelope, router_envelope
+    from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
     from .sglang_schema import ENGINE_ROLES, EnvelopeError
 
 
@@ -35,14 +35,17 @@ def check_engine(
     host: str, role: str, env: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]
 ) -> list[str]:
     """Arithmetic checks of one engine envelope."""
-    var = f"{host}: sglang_{role}"
+
+    def var(key: str) -> str:
+        return f"{host}: {declared_in(role, hostvars, key)}.{key}"
+
     errors: list[str] = []
     gpu_ids = [int(g) for g in env.get("gpu_ids") or []]
     tp = int(env.get("tp_size") or 1)
     if len(gpu_ids) != tp:
         errors.append(
             _msg(
-                f"{var}.gpu_ids",
+                var("gpu_ids"),
                 gpu_ids,
                 f"tp_size={tp} needs exactly {tp} GPUs",
                 f"list {tp} GPU ids or set tp_size to {len(gpu_ids)}",
@@ -51,7 +54,7 @@ def check_engine(
     if gpu_ids and sorted(gpu_ids) != list(range(min(gpu_ids), min(gpu_ids) + len(gpu_ids))):
         errors.append(
             _msg(
-                f"{var}.gpu_ids",
+                var("gpu_ids"),
                 gpu_ids,
                 "SGLang uses base_gpu_id..base_gpu_id+tp_size-1",
                 "declare contiguous GPU ids",
@@ -61,7 +64,7 @@ def check_engine(
     if per_host is not None and any(g < 0 or g >= int(per_host) for g in gpu_ids):
         errors.append(
             _msg(
-                f"{var}.gpu_ids",
+                var("gpu_ids"),
                 gpu_ids,
                 f"the host has GPUs 0..{int(per_host) - 1}",
                 "use GPU ids that exist on the host",
@@ -69,11 +72,11 @@ def check_engine(
         )
     mfs = env.get("mem_fraction_static")
     if mfs is not None and not 0 < float(mfs) < 1:
-        errors.append(_msg(f"{var}.mem_fraction_static", mfs, "must be in (0, 1)", "use e.g. 0.83"))
+        errors.append(_msg(var("mem_fraction_static"), mfs, "must be in (0, 1)", "use e.g. 0.83"))
     if env.get("max_queued_requests") is not None:
         errors.append(
             _msg(
-                f"{var}.max_queued_requests",
+                var("max_queued_requests"),
                 env["max_queued_requests"],
                 "SGLang ignores --max-queued-requests in PD mode",
                 "remove it and bound the queue with sglang_router.queue_size",
@@ -83,7 +86,7 @@ def check_engine(
     if chunk is not None and max_prefill is not None and int(chunk) > 0 and int(chunk) > int(max_prefill):
         errors.append(
             _msg(
-                f"{var}.chunked_prefill_size",
+                var("chunked_prefill_size"),
                 chunk,
                 f"larger than max_prefill_tokens={max_prefill}, which caps every prefill batch",
                 f"lower it to <= {max_prefill} or raise max_prefill_tokens",
@@ -93,7 +96,7 @@ def check_engine(
         if env.get("page_size") not in (None, 256):
             errors.append(
                 _msg(
-                    f"{var}.page_size",
+                    var("page_size"),
                     env["page_size"],
                     "SGLang forces 256 for DeepSeek-V4",
                     "declare 256 or leave it unset",
@@ -102,7 +105,7 @@ def check_engine(
         if env.get("kv_cache_dtype") not in (None, "auto", "fp8_e4m3", "bfloat16"):
             errors.append(
                 _msg(
-                    f"{var}.kv_cache_dtype",
+                    var("kv_cache_dtype"),
                     env["kv_cache_dtype"],
                     "DeepSeek-V4 allows only fp8_e4m3 or bfloat16",
                     "use fp8_e4m3",
@@ -112,13 +115,13 @@ def check_engine(
     ctx = env.get("context_length")
     if ctx is not None and int(ctx) > model_max:
         errors.append(
-            _msg(f"{var}.context_length", ctx, f"above the model's maximum {model_max}", f"lower it to <= {model_max}")
+            _msg(var("context_length"), ctx, f"above the model's maximum {model_max}", f"lower it to <= {model_max}")
         )
     cap = env.get("max_total_tokens")
     if cap is not None and ctx is not None and int(cap) < int(ctx):
         errors.append(
             _msg(
-                f"{var}.max_total_tokens",
+                var("max_total_tokens"),
                 cap,
                 f"below one full-length request (context_length={ctx})",
                 f"raise it to >= {ctx} or lower context_length",
@@ -133,7 +136,7 @@ def check_engine(
     if ctx is not None and int(ctx) > limits.max_total_num_tokens:
         errors.append(
             _msg(
-                f"{var}.context_length",
+                var("context_length"),
                 ctx,
                 f"above the KV pool this envelope gets ({limits.max_total_num_tokens} tokens)",
                 "lower context_length or raise mem_fraction_static",

@@ -44,7 +44,7 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "context-above-kv-pool",
         _with("sglang_prefill", mem_fraction_static=0.4),
-        ["sglang_prefill.context_length=524288", "above the KV pool", "fix: lower context_length or raise"],
+        ["sglang_engine_common.context_length=524288", "above the KV pool", "fix: lower context_length or raise"],
     ),
     (
         "max-total-tokens-below-one-request",

@@ -120,3 +120,10 @@ def test_the_production_envelope_validates(dsv4: dict[str, Any]) -> None:
 def test_each_bad_input_names_variable_and_fix(dsv4: dict[str, Any], decode: dict[str, Any], expected: str) -> None:
     errors = check_fleet(*_fleet(**decode), dsv4)
     assert any(expected in e and "fix:" in e for e in errors), errors
+
+
+def test_a_value_from_the_shared_engine_dict_is_named_there(dsv4: dict[str, Any]) -> None:
+    all_hostvars, groups = _fleet()
+    all_hostvars["h"]["sglang_engine_common"]["context_length"] = 2_000_000
+    errors = check_fleet(all_hostvars, groups, dsv4)
+    assert any(e.startswith("h: sglang_engine_common.context_length=2000000") for e in errors), errors
