@@ -18,17 +18,21 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
 
 from breaks_lab import Lab
+from lab.labtools import run_playbook
 
 
 @pytest.fixture(scope="session")
 def lab() -> Lab:
     if os.geteuid() != 0 or not Path("/run/netns").exists():
         pytest.fail("the break tests need root and the lab (make lab)", pytrace=False)
+    # The lab up and deployed, as `make lab` leaves it (both playbooks are idempotent).
+    run_playbook("playbooks/lab.yml").check()
+    run_playbook("site.yml").check()
     lab = Lab()
     units = " ".join(f"{s.unit}.service" for s in lab.plan.servers.values())
     active = lab.host.run(f"systemctl is-active {units}")
     if active.rc != 0:
-        pytest.fail(f"the lab is not deployed ({active.stdout.split()}): run make lab", pytrace=False)
+        pytest.fail(f"the lab is not deployed ({active.stdout.split()}) after site.yml", pytrace=False)
     return lab
 
 
