@@ -6,7 +6,9 @@ The same keys describe all four layers: declared, on disk, running and effective
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 ENGINE_ROLES = ("prefill", "decode")
@@ -146,24 +148,37 @@ def coerce(key: Key, value: Any, where: str) -> Any:
         ) from None
 
 
-_SI = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_IEC = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 
 
 def parse_size(text: str | int) -> int:
-    """Parse SGLang's human-readable ints: `128k` = 128000 (SI), `128Ki` = 131072 (IEC), plain ints as-is."""
+    """SGLang's human-readable ints: case-sensitive SI k/M/G/T (`128k` = 128000, decimals allowed) or IEC
+    Ki/Mi/Gi/Ti (`128Ki` = 131072, integers only); plain ints as-is. Raises ValueError with SGLang's text."""
     if isinstance(text, int):
         return text
-    raw = text.strip()
-    low = raw.lower()
-    for suffixes in (_IEC, _SI):
-        for suffix, mult in suffixes.items():
-            if low.endswith(suffix):
-                number = float(raw[: -len(suffix)])
-                if not (number * mult).is_integer():
-                    raise ValueError(f"{text!r} is not a whole number of tokens")
-                return int(number * mult)
-    return int(raw)
+    value = text.strip()
+    match = _HUMAN_INT.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _IEC:
+            if "." in number:
+                raise ValueError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * _IEC[suffix]
+        return int(Decimal(number) * _SI[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive."
+        ) from None
 
 
 def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]:

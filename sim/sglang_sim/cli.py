@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
-from decimal import Decimal
 from typing import Any
+
+from sglang_envelope.sglang_schema import parse_size
 
 from .flag_table import SGLANG_FLAGS
 
@@ -53,34 +53,13 @@ DEPRECATED_FLAG_WARNINGS = {
     "Use '--attn-dp-size <dp-size>' instead.",
 }
 
-_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
-
 
 def human_readable_int(value: str) -> int:
-    """An int with an optional case-sensitive suffix: SI k/M/G/T (decimals allowed) or IEC Ki/Mi/Gi/Ti."""
-    value = value.strip()
-    match = _HUMAN_INT.fullmatch(value)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _IEC:
-            if "." in number:
-                raise argparse.ArgumentTypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
-                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
-                    f"or an SI value such as '{number}{suffix[0]}'."
-                )
-            return int(number) * _IEC[suffix]
-        return int(Decimal(number) * _SI[suffix])
+    """argparse type for SGLang's human-readable ints (the parser lives in the shared envelope schema)."""
     try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"Invalid integer value: '{value}'. "
-            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
-            "Suffixes are case-sensitive."
-        ) from None
+        return parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 human_readable_int.__name__ = "human_readable_int"

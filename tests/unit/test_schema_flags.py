@@ -39,6 +39,15 @@ def test_human_readable_sizes_follow_sglang(text: str, value: int) -> None:
     assert parse_size(text) == value
 
 
+def test_size_suffixes_are_case_sensitive_as_in_sglang() -> None:
+    with pytest.raises(ValueError, match="Suffixes are case-sensitive"):
+        parse_size("128K")
+    with pytest.raises(ValueError, match="Decimals are not allowed with IEC suffixes"):
+        parse_size("1.5Ki")
+    with pytest.raises(EnvelopeError, match=r"sglang_decode\.context_length='128K' is not a valid size; fix"):
+        normalize("decode", {"context_length": "128K"}, "sglang_decode")
+
+
 def test_argv_round_trips_and_keeps_the_secret_out() -> None:
     argv = to_argv("decode", DECODE)
     assert "s3cret" not in argv
