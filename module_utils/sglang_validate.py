@@ -33,8 +33,8 @@ def engine_limits(model_config: Mapping[str, Any], env: Mapping[str, Any], hostv
 
 def check_engine(
     host: str, role: str, env: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]
-) -> list[str]:
-    """Arithmetic checks of one engine envelope."""
+) -> tuple[list[str], Any]:
+    """Arithmetic checks of one engine envelope: (problems, the capacity-model limits or None)."""
 
     def var(key: str) -> str:
         return f"{host}: {declared_in(role, hostvars, key)}.{key}"
@@ -128,11 +128,11 @@ def check_engine(
             )
         )
     if errors:
-        return errors
+        return errors, None
     try:
         limits = engine_limits(model_config, env, hostvars)
     except CapacityError as exc:
-        return [f"{var}: {exc}"]
+        return [f"{host}: sglang_{role}: {exc}"], None
     if ctx is not None and int(ctx) > limits.max_total_num_tokens:
         errors.append(
             _msg(
@@ -142,7 +142,7 @@ def check_engine(
                 "lower context_length or raise mem_fraction_static",
             )
         )
-    return errors
+    return errors, limits
 
 
 def _ports(role: str, env: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,10 +192,10 @@ def check_fleet(
                         )
                     )
                 per_host_gpus[host][int(gpu)] = f"sglang_{role}"
-            engine_errors = check_engine(host, role, env, hv, model_config)
+            engine_errors, limits = check_engine(host, role, env, hv, model_config)
             errors += engine_errors
             if role == "decode" and not engine_errors:
-                decode_running += engine_limits(model_config, env, hv).max_running_requests
+                decode_running += limits.max_running_requests
     for host in groups.get(GROUPS["router"], []):
         try:
             router = router_envelope(all_hostvars[host])
