@@ -22,14 +22,13 @@ try:
         CapacityError,
         bf16_index_loss,
         is_dsv4,
-        resolve_engine,
         resolve_max_running_requests,
     )
     from ansible.module_utils.sglang_flags import REDACTED
     from ansible.module_utils.sglang_live import IGNORED
     from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
 except ImportError:
-    from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_engine, resolve_max_running_requests
+    from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
     from .sglang_flags import REDACTED
     from .sglang_live import IGNORED
     from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
@@ -81,8 +80,8 @@ def predict(model: Mapping[str, Any] | None, declared: Mapping[str, Any]) -> tup
     envelope = {k: v for k, v in declared.items() if k not in DEPLOY_KEYS and v != REDACTED}
     kwargs = {"params_b": model.get("params_b"), "quantization": model.get("quantization")}
     try:
-        limits = resolve_engine(model["config"], envelope, float(model.get("gpu_memory_gib") or 0), **kwargs)
-        _, _, share = bf16_index_loss(model["config"], envelope, float(model.get("gpu_memory_gib") or 0), **kwargs)
+        bf16, fp8, share = bf16_index_loss(model["config"], envelope, float(model.get("gpu_memory_gib") or 0), **kwargs)
+        limits = bf16 if envelope.get("bf16_index_k") else fp8
     except (CapacityError, KeyError, TypeError, ValueError) as exc:
         return {}, f"capacity model: {exc}"
     out = {k: v for k, v in limits.resolved.items() if k in BY_NAME and not BY_NAME[k].secret}
