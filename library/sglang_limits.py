@@ -10,7 +10,7 @@ from typing import Any
 from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_drift import LiveContext, compare, predict
+from ansible.module_utils.sglang_drift import LiveContext, compare, infer_index_k, predict
 from ansible.module_utils.sglang_flags import parse_env_file
 from ansible.module_utils.sglang_live import (
     Reply,
@@ -414,6 +414,11 @@ def run(module: AnsibleModule, transport: Transport) -> dict[str, Any]:
     engine = live.engine
     effective = engine.effective if engine else None
     ctx = LiveContext()
+    if engine and "bf16_index_k" not in engine.effective:
+        inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
+        if inferred:
+            engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
+            engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
     if engine:
         ctx = LiveContext(
             token_capacity=(engine.effective.get("max_total_tokens") or engine.facts.get("token_capacity")),

@@ -1,4 +1,6 @@
-"""`python -m sglang_envelope capacity --inventory inventories/production`: the capacity table of every engine.
+"""`python -m sglang_envelope capacity --inventory inventories/production`: the capacity table of every engine;
+`python -m sglang_envelope plan --inventory inventories/production --want 100x200k`: does a workload shape fit,
+and which envelope changes make it fit.
 
 Host variables come from `ansible-inventory --list`, so group_vars/host_vars merge exactly as in a deploy.
 """
@@ -16,6 +18,7 @@ from typing import Any
 from .sglang_capacity import CapacityError, bf16_index_loss, concurrency_table, default_context_lens
 from .sglang_chart import render_svg
 from .sglang_declared import GROUPS, engine_envelope, router_envelope
+from .sglang_plan import PlanError, fleet_from_inventory, parse_shape, plan, render
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,11 +140,35 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
     return 0
 
 
+def plan_command(inventory: str, wants: Sequence[str]) -> int:
+    try:
+        shapes = [parse_shape(w) for w in wants]
+        hostvars, groups = load_inventory(inventory)
+        fleet = fleet_from_inventory(hostvars, groups)
+        first = fleet.hosts("decode")[:1] or fleet.hosts("prefill")[:1]
+        if not first:
+            raise PlanError(f"{inventory} declares no engine host; fix: add hosts to sglang_decode")
+        config = model_config_for(hostvars[first[0]])
+        for shape in shapes:
+            print(render(plan(fleet, config, shape), inventory))
+    except (PlanError, EnvelopeError, CapacityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sglang_envelope")
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capacity", help="capacity table and chart of every engine host of an inventory")
     cap.add_argument("--inventory", "-i", required=True)
     cap.add_argument("--out", help="directory for capacity.md and the SVG charts")
+    want = sub.add_parser("plan", help="does a workload shape fit the inventory, and what makes it fit")
+    want.add_argument("--inventory", "-i", required=True)
+    want.add_argument(
+        "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
+    )
     args = parser.parse_args(argv)
+    if args.command == "plan":
+        return plan_command(args.inventory, args.want)
     return capacity_command(args.inventory, args.out)

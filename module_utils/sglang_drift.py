@@ -94,7 +94,30 @@ def predict(model: Mapping[str, Any] | None, declared: Mapping[str, Any]) -> tup
             "dsv4": is_dsv4(model["config"]),
         }
     )
+    if out["dsv4"]:
+        out["pool_by_index_k"] = {"bf16": bf16.max_total_num_tokens, "fp8": fp8.max_total_num_tokens}
     return out, None
+
+
+def infer_index_k(pool: int | None, predicted: Mapping[str, Any]) -> tuple[bool, str] | None:
+    """(bf16 keys?, the rule) from the live KV pool, when it lies within a quarter of the two predictions' gap of one.
+
+    bf16 keys cost DeepSeek-V4 about 8 % of its pool, so a pool within 2 % of one prediction tells which keys the
+    engine budgets; a pool farther from both (weights or free memory unlike the model's) tells nothing.
+    """
+    pools = predicted.get("pool_by_index_k")
+    if not pool or not pools:
+        return None
+    bf16, fp8 = int(pools["bf16"]), int(pools["fp8"])
+    gap = abs(fp8 - bf16) / 4
+    nearer = "bf16" if abs(pool - bf16) <= abs(pool - fp8) else "fp8"
+    if abs(pool - int(pools[nearer])) >= gap:
+        return None
+    rule = (
+        f"inferred from the KV pool: {pool:,} tokens; the capacity model predicts {bf16:,} with bf16 index keys "
+        f"and {fp8:,} with fp8 keys, and the pool lies within a quarter of their gap of the {nearer} figure"
+    )
+    return nearer == "bf16", rule
 
 
 # ---------------------------------------------------------------- equality
@@ -212,6 +235,11 @@ def _explain(
         )
     if key == "context_length":
         return f"/v1/models max_model_len is {live}, the declaration {declared}"
+    if key == "bf16_index_k" and _bool(declared) and not _bool(live):
+        return (
+            "the engine budgets fp8 index keys although bf16 is declared: needles beyond about 2,000 tokens are "
+            "lost again; check SGLANG_DSV4_BF16_INDEX_K in the env file and that the release is the patched fork"
+        )
     if key == "page_size" and predicted.get("dsv4") and int(live) == 256:
         return "SGLang forces page_size 256 for DeepSeek-V4"
     return f"the engine applies {live}, the declaration says {declared}"

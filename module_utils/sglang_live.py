@@ -37,7 +37,15 @@ ROUTER_PATHS = {"readiness": "/readiness", "workers": "/workers"}
 
 # Scheduler info and per-rank state kept from /server_info; everything else is dropped on arrival.
 _TOP_KEEP = ("version", "status", "max_total_num_tokens", "max_req_input_len", "attn_dp_size", "cuda_graph_config")
-_RANK_KEEP = ("effective_max_running_requests_per_dp", "memory_usage", "disaggregation_mode", "env_vars")
+_RANK_KEEP = (
+    "effective_max_running_requests_per_dp",
+    "memory_usage",
+    "disaggregation_mode",
+    "env_vars",
+    "dsv4_index_k_dtype",
+)
+# The fork's engine reports the index-key dtype it stores (internal_states[i].dsv4_index_k_dtype).
+INDEX_K_DTYPE_SOURCE = "/server_info internal_states[0].dsv4_index_k_dtype"
 _METRICS = (
     "sglang:context_len",
     "sglang:max_total_num_tokens",
@@ -365,15 +373,25 @@ def normalize_engine(
             f"/server_info echoes {info.get('max_queued_requests')}, but SGLang checks the queue limit only "
             f"when disaggregation_mode is null (this engine: {mode})"
         )
+    _effective_index_k(live, rank0)
+    live.load = _load(loads, metrics)
+    return live
+
+
+def _effective_index_k(live: EngineLive, rank0: Mapping[str, Any]) -> None:
+    """The engine's own report first, then its exposed environment; else the audit infers it from the pool."""
+    reported = rank0.get("dsv4_index_k_dtype")
     env_vars = rank0.get("env_vars")
     bf16 = BY_NAME["bf16_index_k"]
-    if isinstance(env_vars, dict) and bf16.env in env_vars:
+    if isinstance(reported, str):
+        live.effective["bf16_index_k"] = reported == "bf16"
+        live.sources["bf16_index_k"] = INDEX_K_DTYPE_SOURCE
+        live.notes["bf16_index_k"] = f"the engine stores {reported} index keys"
+    elif isinstance(env_vars, dict) and bf16.env in env_vars:
         live.effective["bf16_index_k"] = str(env_vars[bf16.env]) == "1"
         live.sources["bf16_index_k"] = "/server_info internal_states[0].env_vars"
     else:
-        live.notes["bf16_index_k"] = "not exposed over HTTP (needs SGLANG_EXPOSE_OWN_ENV_VARS); see the running layer"
-    live.load = _load(loads, metrics)
-    return live
+        live.notes["bf16_index_k"] = "the engine does not report its index-key dtype"
 
 
 def _cuda_graphs(info: Mapping[str, Any], live: EngineLive) -> None:

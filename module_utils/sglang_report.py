@@ -72,6 +72,14 @@ def _msg(result: Mapping[str, Any] | None) -> str:
     return str(result.get("msg") or result.get("reason") or "no result")
 
 
+def _index_k_note(limits: Mapping[str, Any]) -> list[str]:
+    """Where the effective bf16_index_k came from: the engine's report, or the rule that inferred it."""
+    sources, notes = limits.get("sources") or {}, limits.get("notes") or {}
+    if "bf16_index_k" not in sources:
+        return []
+    return [f"effective bf16_index_k from {sources['bf16_index_k']}: {notes.get('bf16_index_k', '')}".rstrip(": ")]
+
+
 def server_from_record(record: Mapping[str, Any]) -> Server:
     """One server's report entry from what the playbook registered."""
     host, role = str(record["host"]), str(record["role"])
@@ -94,7 +102,7 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
         drift=list(limits.get("drift") or []),
         errors=list(limits.get("errors") or []) + list(layers.get("problems") or []),
         warnings=list(limits.get("warnings_seen") or []),
-        notes=list(layers.get("notes") or []),
+        notes=list(layers.get("notes") or []) + _index_k_note(limits),
         live=dict(limits.get("live") or {}),
         load=dict(limits.get("load") or {}),
         live_facts=dict(limits.get("live_facts") or {}),
@@ -332,6 +340,7 @@ def _server_extra(server: Server) -> list[str]:
         lines.append(f"{mark}: {d['key']} from {d['layer']} [{layers}]: {d.get('explanation') or ''}".rstrip(": "))
     for e in server.errors:
         lines.append(f"error: {e}")
+    lines += [f"note: {n}" for n in server.notes]
     if server.load:
         load = server.load
         usage = _pct(load.get("token_usage"))

@@ -99,6 +99,9 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
     assert "parallel calls:" in run.output
     decode = server(report, deployed.host, "decode")
     assert decode["version"] == "0.5.23" and decode["capacity"]["full_length_fit"] > 0
+    # The effective index-key dtype, with where it came from, in the table and the notes.
+    assert decode["live"]["bf16_index_k"] is True
+    assert any(n.startswith("effective bf16_index_k from ") for n in decode["notes"]), decode["notes"]
     assert run.recap()[deployed.host]["changed"] == 0
 
 
@@ -174,7 +177,9 @@ def test_bf16_index_keys_off_changes_the_effective_capacity(redeploy: AuditLab, 
     assert run.returncode != 0
     assert drift_of(after) == {(host, "decode", "bf16_index_k", "on_disk")}
     item = next(d for d in server(after, host, "decode")["drift"] if d["key"] == "bf16_index_k")
-    assert item["layers"] == ["on_disk", "running"], item
+    # The engine now budgets fp8 keys: its pool says so, and the audit infers it (or the engine reports it).
+    assert item["layers"] == ["on_disk", "running", "effective"], item
+    assert server(after, host, "decode")["live"]["bf16_index_k"] is False
     pool_before = server(before, host, "decode")["capacity"]["pool_tokens"]
     cap_after = server(after, host, "decode")["capacity"]
     assert cap_after["bf16_index_k"] is False

@@ -1,0 +1,90 @@
+"""The planner on the production inventory: every option it offers passes validation and serves the shape."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_envelope.sglang_cli import load_inventory, model_config_for
+from sglang_envelope.sglang_plan import RECALL_COST, Fleet, PlanError, Shape, fleet_fit, parse_shape, plan
+from sglang_envelope.sglang_validate import check_fleet
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def production() -> tuple[Fleet, dict]:
+    hostvars, groups = load_inventory(str(REPO / "inventories" / "production"))
+    fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
+    return fleet, model_config_for(hostvars[fleet.hosts("decode")[0]])
+
+
+def test_shapes_parse_as_sglang_reads_ints() -> None:
+    assert parse_shape("100x200k") == Shape(100, 200_000)
+    assert parse_shape("8X128Ki") == Shape(8, 131_072)
+    for bad in ("100", "x200k", "100x200K", "0x10", "5x-3"):
+        with pytest.raises(PlanError, match="--want"):
+            parse_shape(bad)
+
+
+def test_100_calls_at_200k_do_not_fit_production_today(production: tuple[Fleet, dict]) -> None:
+    fleet, config = production
+    result = plan(fleet, config, Shape(100, 200_000))
+    assert not result.fits_today
+    # 11,159,040 KV tokens on the one decode engine hold 55 calls of 200,192 (page-rounded) tokens.
+    assert (result.today.parallel, result.today.binding) == (55, "decode KV pools")
+
+
+def test_every_option_validates_and_serves_the_shape(production: tuple[Fleet, dict]) -> None:
+    fleet, config = production
+    shape = Shape(100, 200_000)
+    result = plan(fleet, config, shape)
+    assert len(result.options) >= 3, result.refused
+    for option in result.options:
+        assert option.fleet is not None and option.after is not None
+        assert check_fleet(option.fleet.hostvars, option.fleet.groups, config) == [], option.title
+        served = fleet_fit(option.fleet, config, option.tokens(shape))
+        assert served.parallel >= shape.calls, (option.title, served)
+        assert option.diff_lines(), option.title
+    first = result.options[0]
+    assert first.exact and len(first.added_hosts) == 1, first.title  # one more decode host: 2 x 55 >= 100
+    assert ("sglang_router.max_concurrent_requests", 64, 100) in first.changes
+    fp8 = [o for o in result.options if any(v.endswith("bf16_index_k") for v, _, _ in o.changes)]
+    assert fp8 and all(RECALL_COST in o.caveats for o in fp8)
+    lowered = [o for o in result.options if not o.exact]
+    assert lowered and all(o.tokens(shape) < shape.tokens for o in lowered)
+
+
+def test_running_requests_bind_before_the_pool_at_short_context(production: tuple[Fleet, dict]) -> None:
+    fleet, config = production
+    result = plan(fleet, config, Shape(100, 16_000))
+    assert result.today.binding == "decode max_running_requests" and result.today.parallel == 64
+    first = result.options[0]
+    assert first.exact and not first.added_hosts and not first.caveats
+    assert {v for v, _, _ in first.changes} == {
+        "sglang_decode.max_running_requests",
+        "sglang_router.max_concurrent_requests",
+    }
+
+
+def test_a_shape_that_fits_needs_no_option(production: tuple[Fleet, dict]) -> None:
+    fleet, config = production
+    result = plan(fleet, config, Shape(40, 128_000))
+    assert result.fits_today and result.options == []
+
+
+def test_plan_command_prints_the_options() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "sglang_envelope", "plan", "-i", "inventories/production", "--want", "100x200k"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "today: 55 at once, bound by decode KV pools" in run.stdout
+    assert "option 1: add 1 decode host (as asked)" in run.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "sglang_envelope", "plan", "-i", "inventories/production", "--want", "lots"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--want 'lots'" in bad.stderr
