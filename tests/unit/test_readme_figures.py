@@ -1,0 +1,31 @@
+"""README's production capacity figures are what the capacity command computes for inventories/production."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sglang_envelope.sglang_cli import fleet_capacity, load_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_readme_production_table_matches_the_capacity_command() -> None:
+    text = (REPO / "README.md").read_text()
+    rows = {
+        m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3)), int(m.group(4)), float(m.group(5)))
+        for m in re.finditer(
+            r"^\| (decode|prefill) \(`mem_fraction_static` [\d.]+\) \| ([\d,]+) tokens \| (\d+) \| (\d+) \| "
+            r"([\d.]+) % of KV tokens \|$",
+            text,
+            re.MULTILINE,
+        )
+    }
+    assert set(rows) == {"decode", "prefill"}, "README's production capacity table is missing or reshaped"
+    hostvars, groups = load_inventory(str(REPO / "inventories" / "production"))
+    for entry in fleet_capacity(hostvars, groups):
+        limits = entry["limits"]
+        full = next(r for r in entry["rows"] if r.context_len == limits.context_len)
+        computed = (limits.max_total_num_tokens, limits.max_running_requests, full.fit_in_pool)
+        assert rows[entry["role"]][:3] == computed, (entry["role"], computed)
+        assert rows[entry["role"]][3] == round(entry["bf16_loss"] * 100, 1)
