@@ -320,7 +320,17 @@ def check_engine(
             weights = weights_bytes_per_gpu(float(model["params_b"]), str(model["quantization"]), tp)
         except CapacityError:
             weights = 0
-        if weights >= gib * 2**30 * float(mfs or 0.9):
+        if mfs is not None and gib * 2**30 * float(mfs) <= weights < gib * 2**30 * 0.9:
+            errors.append(
+                _msg(
+                    var("mem_fraction_static"),
+                    mfs,
+                    f"leaves {gib * float(mfs):.1f} GiB per GPU for weights and KV, and the weights alone take "
+                    f"{weights / 2**30:.1f} GiB at tp_size={tp}",
+                    f"raise it above {weights / (gib * 2**30):.2f} (the shared envelope uses 0.78 to 0.83)",
+                )
+            )
+        elif weights >= gib * 2**30 * float(mfs or 0.9):
             errors.append(
                 _msg(
                     f"{host}: sglang_model.params_b",
