@@ -19,6 +19,7 @@ from .sglang_capacity import CapacityError, bf16_index_loss, concurrency_table, 
 from .sglang_chart import render_svg
 from .sglang_declared import GROUPS, engine_envelope, router_envelope
 from .sglang_plan import PlanError, fleet_from_inventory, parse_shape, plan, render
+from .sglang_request import check_request
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -157,6 +158,29 @@ def plan_command(inventory: str, wants: Sequence[str]) -> int:
     return 0
 
 
+def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int, chat: bool) -> int:
+    """Print the limit that would reject a request of this shape, with the server's text; exit 0 if admitted."""
+    try:
+        hostvars, groups = load_inventory(inventory)
+        decode = [e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode"]
+        routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+    except (EnvelopeError, CapacityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not decode:
+        print("error: the inventory has no decode engine", file=sys.stderr)
+        return 2
+    verdict = check_request(
+        decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, len(decode)
+    )
+    shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
+    if verdict.limit == "admitted":
+        print(f"{shape}: {verdict.text}")
+        return 0
+    print(f"{shape}: refused by {verdict.limit} (HTTP {verdict.status}): {verdict.text}")
+    return 1 if verdict.status >= 400 else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sglang_envelope")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -168,7 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     want.add_argument(
         "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
     )
+    req = sub.add_parser("check-request", help="which limit would reject a request of this shape, with its text")
+    req.add_argument("--inventory", "-i", required=True)
+    req.add_argument("--input-tokens", type=int, required=True)
+    req.add_argument("--max-new-tokens", type=int, required=True)
+    req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
     args = parser.parse_args(argv)
     if args.command == "plan":
         return plan_command(args.inventory, args.want)
+    if args.command == "check-request":
+        return check_request_command(args.inventory, args.input_tokens, args.max_new_tokens, args.chat)
     return capacity_command(args.inventory, args.out)

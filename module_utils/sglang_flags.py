@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
+    from ansible.module_utils.sglang_argspec import table_for
     from ansible.module_utils.sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
 except ImportError:  # outside Ansible: imported as a package
+    from .sglang_argspec import table_for
     from .sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
 
 SECRET_PLACEHOLDER = {"api_key": "${SGLANG_API_KEY}"}
@@ -65,29 +67,29 @@ def render_args(role: str, envelope: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_FLAG_TO_KEY: dict[str, Key] = {}
-for _k in BY_NAME.values():
-    if _k.flag:
-        _FLAG_TO_KEY[_k.flag] = _k
-_ALIASES = {
-    "--tensor-parallel-size": "--tp-size",
-    "--tp": "--tp-size",
-    "--model": "--model-path",
-    "--data-parallel-size": "--dp-size",
-}
+def _resolve(role: str, flag: str) -> Key | None:
+    """The envelope key an option string sets, as the role's parser reads it: any of the dest's option
+    strings (`--tensor-parallel-size`), or a unique prefix of one (argparse's allow_abbrev: `--tp`)."""
+    table = table_for(role)
+    matches = {f.dest for f in table.values() for opt in f.options if opt == flag}
+    if not matches:
+        matches = {f.dest for f in table.values() for opt in f.options if opt.startswith(flag) and len(flag) > 2}
+    if len(matches) != 1:
+        return None
+    key = BY_NAME.get(matches.pop())
+    return key if key is not None and role in key.roles and key.flag is not None else None
 
 
 def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:
     """Envelope keys found in an engine or router argv; unknown flags are skipped, secrets redacted."""
-    valid = {k.name for k in keys_for(role)}
     out: dict[str, Any] = {}
     i = 0
     while i < len(argv):
         token = argv[i]
         flag, _, inline = token.partition("=")
-        key = _FLAG_TO_KEY.get(_ALIASES.get(flag, flag))
+        key = _resolve(role, flag) if flag.startswith("--") else None
         i += 1
-        if key is None or key.name not in valid:
+        if key is None:
             continue
         if key.kind == "bool":
             out[key.name] = True

@@ -7,9 +7,14 @@ The same keys describe all four layers: declared, on disk, running and effective
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+try:
+    from ansible.module_utils.sglang_argspec import SGLANG, SMG, Flag, did_you_mean
+except ImportError:  # outside Ansible: imported as a package
+    from .sglang_argspec import SGLANG, SMG, Flag, did_you_mean
 
 ENGINE_ROLES = ("prefill", "decode")
 ROLES = (*ENGINE_ROLES, "router")
@@ -17,16 +22,34 @@ ROLES = (*ENGINE_ROLES, "router")
 
 @dataclass(frozen=True)
 class Key:
-    """One envelope key. `flag` is the CLI flag, `env` an environment variable; `kind` the value type."""
+    """One envelope key: the CLI flag of the same dest (or an environment variable) and its value type.
+
+    `flag` and `kind` come from the parsers' own argument tables (sglang_argspec): SGLang's for engine keys,
+    smg's for router keys; a key both carry must agree in both."""
 
     name: str
-    kind: str  # int | float | str | bool | intlist | size (human-readable int)
     roles: tuple[str, ...]
-    flag: str | None = None
+    kind: str = ""  # int | float | str | bool | intlist | size (human-readable int); from the table
     env: str | None = None
     doc: str = ""
     limit: bool = False  # one of the limits the audit reports first
     secret: bool = False
+    flag: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind:  # declared-only and environment keys carry their own type
+            return
+        found = {(t[self.name].options[0], t[self.name].kind) for t in _tables(self.roles)}
+        if len(found) != 1:
+            raise ImportError(f"envelope key {self.name}: the parsers' tables give {found or 'nothing'}")
+        flag, kind = found.pop()
+        object.__setattr__(self, "flag", flag)
+        object.__setattr__(self, "kind", kind)
+
+
+def _tables(roles: tuple[str, ...]) -> list[dict[str, Flag]]:
+    """The argument tables a key of these roles must be found in."""
+    return [t for t in (SGLANG if set(roles) & set(ENGINE_ROLES) else None, SMG if "router" in roles else None) if t]
 
 
 _E = ENGINE_ROLES
@@ -34,53 +57,53 @@ _R = ("router",)
 
 KEYS: tuple[Key, ...] = (
     # Shared layout keys.
-    Key("model_path", "str", _E, "--model-path"),
-    Key("served_model_name", "str", _E, "--served-model-name"),
-    Key("host", "str", ROLES, "--host"),
-    Key("port", "int", ROLES, "--port"),
-    Key("api_key", "str", ROLES, "--api-key", secret=True),
+    Key("model_path", _E),
+    Key("served_model_name", _E),
+    Key("host", ROLES),
+    Key("port", ROLES),
+    Key("api_key", ROLES, secret=True),
     # Engine limits (SGLang 0.5.23 flag names).
-    Key("context_length", "size", _E, "--context-length", doc="per-call context (tokens)", limit=True),
-    Key("max_total_tokens", "size", _E, "--max-total-tokens", doc="KV pool cap: total context", limit=True),
-    Key("max_running_requests", "int", _E, "--max-running-requests", doc="parallel calls run", limit=True),
-    Key("max_queued_requests", "int", _E, "--max-queued-requests", doc="engine queue cap (ignored in PD mode)"),
-    Key("chunked_prefill_size", "int", _E, "--chunked-prefill-size", doc="prefill chunk (tokens)", limit=True),
-    Key("max_prefill_tokens", "size", _E, "--max-prefill-tokens", doc="prefill batch budget (tokens)"),
-    Key("mem_fraction_static", "float", _E, "--mem-fraction-static", doc="GPU share for weights+KV", limit=True),
-    Key("page_size", "int", _E, "--page-size", doc="KV page size (DeepSeek-V4: 256)"),
-    Key("kv_cache_dtype", "str", _E, "--kv-cache-dtype", doc="KV cache dtype"),
-    Key("swa_full_tokens_ratio", "float", _E, "--swa-full-tokens-ratio", doc="SWA pool size as share of full"),
-    Key("tp_size", "int", _E, "--tp-size", doc="tensor parallel size"),
-    Key("dp_size", "int", _E, "--dp-size", doc="data parallel replicas"),
-    Key("base_gpu_id", "int", _E, "--base-gpu-id", doc="first GPU used"),
-    Key("cuda_graph_max_bs_decode", "int", _E, "--cuda-graph-max-bs-decode", doc="largest decode cuda graph"),
-    Key("cuda_graph_max_bs_prefill", "int", _E, "--cuda-graph-max-bs-prefill", doc="largest prefill graph"),
-    Key("cuda_graph_bs_decode", "intlist", _E, "--cuda-graph-bs-decode", doc="decode cuda-graph batch sizes"),
-    Key("cuda_graph_bs_prefill", "intlist", _E, "--cuda-graph-bs-prefill", doc="prefill cuda-graph sizes"),
-    Key("disaggregation_mode", "str", _E, "--disaggregation-mode", doc="null, prefill or decode"),
-    Key("disaggregation_bootstrap_port", "int", ("prefill",), "--disaggregation-bootstrap-port"),
-    Key("disaggregation_transfer_backend", "str", _E, "--disaggregation-transfer-backend"),
-    Key("disaggregation_ib_device", "str", _E, "--disaggregation-ib-device"),
-    Key("disable_radix_cache", "bool", _E, "--disable-radix-cache"),
-    Key("attention_backend", "str", _E, "--attention-backend"),
-    Key("watchdog_timeout", "float", _E, "--watchdog-timeout"),
-    Key("enable_metrics", "bool", _E, "--enable-metrics"),
-    Key("enable_cache_report", "bool", _E, "--enable-cache-report"),
-    Key("trust_remote_code", "bool", _E, "--trust-remote-code"),
-    Key("log_level", "str", _E, "--log-level"),
-    Key("bf16_index_k", "bool", _E, env="SGLANG_DSV4_BF16_INDEX_K", doc="bf16 indexer keys", limit=True),
+    Key("context_length", _E, doc="per-call context (tokens)", limit=True),
+    Key("max_total_tokens", _E, doc="KV pool cap: total context", limit=True),
+    Key("max_running_requests", _E, doc="parallel calls run", limit=True),
+    Key("max_queued_requests", _E, doc="engine queue cap (ignored in PD mode)"),
+    Key("chunked_prefill_size", _E, doc="prefill chunk (tokens)", limit=True),
+    Key("max_prefill_tokens", _E, doc="prefill batch budget (tokens)"),
+    Key("mem_fraction_static", _E, doc="GPU share for weights+KV", limit=True),
+    Key("page_size", _E, doc="KV page size (DeepSeek-V4: 256)"),
+    Key("kv_cache_dtype", _E, doc="KV cache dtype"),
+    Key("swa_full_tokens_ratio", _E, doc="SWA pool size as share of full"),
+    Key("tp_size", _E, doc="tensor parallel size"),
+    Key("dp_size", _E, doc="data parallel replicas"),
+    Key("base_gpu_id", _E, doc="first GPU used"),
+    Key("cuda_graph_max_bs_decode", _E, doc="largest decode cuda graph"),
+    Key("cuda_graph_max_bs_prefill", _E, doc="largest prefill graph"),
+    Key("cuda_graph_bs_decode", _E, doc="decode cuda-graph batch sizes"),
+    Key("cuda_graph_bs_prefill", _E, doc="prefill cuda-graph sizes"),
+    Key("disaggregation_mode", _E, doc="null, prefill or decode"),
+    Key("disaggregation_bootstrap_port", ("prefill",)),
+    Key("disaggregation_transfer_backend", _E),
+    Key("disaggregation_ib_device", _E),
+    Key("disable_radix_cache", _E),
+    Key("attention_backend", _E),
+    Key("watchdog_timeout", _E),
+    Key("enable_metrics", _E),
+    Key("enable_cache_report", _E),
+    Key("trust_remote_code", _E),
+    Key("log_level", _E),
+    Key("bf16_index_k", _E, kind="bool", env="SGLANG_DSV4_BF16_INDEX_K", doc="bf16 indexer keys", limit=True),
     # Router limits (smg 1.13.0 flag names).
-    Key("max_concurrent_requests", "int", _R, "--max-concurrent-requests", doc="router in-flight cap", limit=True),
-    Key("queue_size", "int", _R, "--queue-size", doc="router wait queue", limit=True),
-    Key("queue_timeout_secs", "int", _R, "--queue-timeout-secs", doc="max wait in router queue", limit=True),
-    Key("request_timeout_secs", "int", _R, "--request-timeout-secs", doc="per-request timeout", limit=True),
-    Key("max_payload_size", "int", _R, "--max-payload-size", doc="request body cap (bytes)", limit=True),
-    Key("policy", "str", _R, "--policy"),
-    Key("prometheus_host", "str", _R, "--prometheus-host"),
-    Key("prometheus_port", "int", _R, "--prometheus-port"),
-    Key("pd_admission_wait_secs", "int", _R, "--pd-admission-wait-secs"),
-    Key("health_check_interval_secs", "int", _R, "--health-check-interval-secs"),
-    Key("worker_startup_timeout_secs", "int", _R, "--worker-startup-timeout-secs"),
+    Key("max_concurrent_requests", _R, doc="router in-flight cap", limit=True),
+    Key("queue_size", _R, doc="router wait queue", limit=True),
+    Key("queue_timeout_secs", _R, doc="max wait in router queue", limit=True),
+    Key("request_timeout_secs", _R, doc="per-request timeout", limit=True),
+    Key("max_payload_size", _R, doc="request body cap (bytes)", limit=True),
+    Key("policy", _R),
+    Key("prometheus_host", _R),
+    Key("prometheus_port", _R),
+    Key("pd_admission_wait_secs", _R),
+    Key("health_check_interval_secs", _R),
+    Key("worker_startup_timeout_secs", _R),
 )
 
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
@@ -143,8 +166,8 @@ def coerce(key: Key, value: Any, where: str) -> Any:
         return str(value)
     except (TypeError, ValueError):
         raise EnvelopeError(
-            f"{where}.{key.name}={value!r} is not a valid {key.kind}; fix: declare a {key.kind} value "
-            f"(it renders as {key.flag or key.env})"
+            f"{where}.{key.name}={value!r} is not a valid {key.kind}; fix: declare a {key.kind} value"
+            + (f" (it renders as {key.flag or key.env})" if key.flag or key.env else "")
         ) from None
 
 
@@ -189,11 +212,10 @@ def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]
         if name in REMOVED_FLAGS:
             raise EnvelopeError(f"{where}.{name} is a flag SGLang 0.5.23 removed; fix: use {REMOVED_FLAGS[name]}")
         if name in DEPLOY_KEYS:
-            out[name] = value
+            out[name] = coerce(Key(name, (role,), kind=DEPLOY_KEYS[name]), value, where)
             continue
         if name not in valid:
-            near = [k for k in valid if k.split("_")[0] == name.split("_")[0]]
-            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            hint = did_you_mean(name, [*valid, *DEPLOY_KEYS])
             raise EnvelopeError(
                 f"{where}.{name}={value!r}: not a known {role} envelope key{hint}; fix: remove it or use one of "
                 f"the schema keys in module_utils/sglang_schema.py"

@@ -6,6 +6,7 @@ import argparse
 import logging
 from typing import Any
 
+from sglang_envelope.sglang_argspec import SGLANG
 from sglang_envelope.sglang_schema import parse_size
 
 from .flag_table import SGLANG_FLAGS
@@ -14,36 +15,11 @@ logger = logging.getLogger("sglang_sim")
 
 PROG = "sglang serve"
 
-KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
-DISAGGREGATION_MODES = ("null", "prefill", "decode")
-TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
-ATTENTION_BACKENDS = (
-    "triton",
-    "torch_native",
-    "flex_attention",
-    "dsa",
-    "nsa",
-    "qsa",
-    "dsv4",
-    "compressed",
-    "fa3",
-    "fa4",
-    "flashinfer",
-    "llada2_cfg_flashinfer",
-    "flashmla",
-    "trtllm_mla",
-    "cutedsl_mla",
-    "tokenspeed_mla",
-    "trtllm_mha",
-    "hpc_ops",
-    "minicpm_flashattn",
-    "minicpm_flashinfer",
-    "aiter",
-    "wave",
-    "intel_amx",
-    "ascend",
-    "intel_xpu",
-)
+# Choice lists come from SGLang's own argument table, so the simulator refuses exactly what SGLang refuses.
+KV_CACHE_DTYPES = tuple(SGLANG["kv_cache_dtype"].choices or ())
+DISAGGREGATION_MODES = tuple(SGLANG["disaggregation_mode"].choices or ())
+TRANSFER_BACKENDS = tuple(SGLANG["disaggregation_transfer_backend"].choices or ())
+ATTENTION_BACKENDS = tuple(SGLANG["attention_backend"].choices or ())
 
 # Deprecated flags SGLang 0.5.23 still accepts, with the warning it logs for each.
 DEPRECATED_FLAG_WARNINGS = {
@@ -133,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                 dest=UNMODELLED_PREFIX + dest,
                 type=_TYPES[kind],
                 nargs=None if nargs == "1" else nargs,
+                choices=SGLANG[dest].choices if kind == "str" else None,
                 default=argparse.SUPPRESS,
             )
     return p

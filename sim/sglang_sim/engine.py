@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_envelope.sglang_request import length_error
+
 from .config import EngineConfig
 from .metrics import Stats
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, PrefillLink, RoomRegistry
@@ -139,38 +141,21 @@ class Engine:
         context_len = lim.context_len
         auto_truncate = bool(self.cfg.args.get("allow_auto_truncate"))
         ids = list(input_ids)
-        # TokenizerManager._validate_one_request
+        # TokenizerManager._validate_one_request, then the scheduler's validate_input_length: the shared checks
+        # (sglang_envelope.sglang_request) refuse with SGLang's texts; with --allow-auto-truncate SGLang truncates.
+        if not auto_truncate:
+            error = length_error(context_len, lim.max_req_input_len, len(ids), max_new_tokens)
+            if error is not None:
+                raise RequestError(error.status, error.text)
         if len(ids) >= context_len:
-            if not auto_truncate:
-                raise RequestError(
-                    400,
-                    f"The input ({len(ids)} tokens) is longer than the model's context length ({context_len} tokens).",
-                )
             logger.warning(
                 f"The input ({len(ids)} tokens) is longer than the model's context length "
                 f"({context_len} tokens). Truncating the input."
             )
             del ids[context_len:]
         if max_new_tokens is not None and max_new_tokens + len(ids) > context_len:
-            if not auto_truncate:
-                total = max_new_tokens + len(ids)
-                raise RequestError(
-                    400,
-                    "Requested token count exceeds the model's maximum context length "
-                    f"of {context_len} tokens. You requested a total of {total} "
-                    f"tokens: {len(ids)} tokens from the input messages and "
-                    f"{max_new_tokens} tokens for the completion. Please reduce the number "
-                    "of tokens in the input messages or the completion to fit within the limit.",
-                )
             max_new_tokens = max(0, context_len - len(ids))
-        # Scheduler: validate_input_length against max_req_input_len
         if len(ids) >= lim.max_req_input_len:
-            if not auto_truncate:
-                raise RequestError(
-                    400,
-                    f"Input length ({len(ids)} tokens) exceeds the maximum allowed length "
-                    f"({lim.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.",
-                )
             del ids[lim.max_req_input_len :]
         # Scheduler.init_req_max_new_tokens
         requested = max_new_tokens if max_new_tokens is not None else default_max_new_tokens

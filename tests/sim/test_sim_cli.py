@@ -123,7 +123,7 @@ def test_unmodelled_flags_are_accepted_and_logged(caplog: pytest.LogCaptureFixtu
         "--model-path",
         "/m",
         "--dsa-prefill-backend",
-        "flashmla",
+        "flashmla_sparse",
         "--schedule-conservativeness",
         "0.5",
         "--enable-dp-attention",
@@ -132,7 +132,7 @@ def test_unmodelled_flags_are_accepted_and_logged(caplog: pytest.LogCaptureFixtu
     ]
     _, unmodelled = cli.parse_args(argv)
     assert unmodelled == {
-        "dsa_prefill_backend": "flashmla",
+        "dsa_prefill_backend": "flashmla_sparse",
         "schedule_conservativeness": 0.5,
         "enable_dp_attention": True,
         "disable_cuda_graph": True,

@@ -124,7 +124,10 @@ def test_the_production_envelope_validates(dsv4: dict[str, Any]) -> None:
         ({"max_queued_requests": 100}, "bound the queue with sglang_router.queue_size"),
         ({"max_running_requests": 16}, "max_concurrent_requests=256: above what the decode fleet runs at once (16)"),
         ({"nsa_prefill_backend": "flashmla"}, "use dsa_prefill_backend"),
-        ({"mem_fraction_static": 0.2}, "h: sglang_decode: weights (35.1 GiB per GPU) leave no GPU memory"),
+        (
+            {"mem_fraction_static": 0.2},
+            "h: sglang_decode.mem_fraction_static=0.2: leaves 28.2 GiB per GPU for weights and KV",
+        ),
     ],
 )
 def test_each_bad_input_names_variable_and_fix(dsv4: dict[str, Any], decode: dict[str, Any], expected: str) -> None:

@@ -96,3 +96,17 @@ def test_unit_wiring(plan: HostPlan, server: Server, observed: dict[str, Any]) -
     assert (unit.get("User"), unit.get("Group")) == (plan.user, plan.group), (
         f"{server.unit}: User={unit.get('User')} Group={unit.get('Group')}, expected {plan.user}:{plan.group}"
     )
+
+
+def test_proc_hides_other_users_processes(plan: HostPlan, host: Any) -> None:
+    """The API key is on the engines' command lines: /proc shows a process only to its owner, root and the
+    monitoring group (hidepid=invisible, gid=), now and after a reboot (/etc/fstab)."""
+    if plan.proc_group is None:
+        pytest.skip(f"{plan.name} serves no SGLang role or does not manage /proc")
+    gid = host.group(plan.proc_group).gid
+    options = host.check_output("findmnt --noheadings --output OPTIONS --mountpoint /proc").split(",")
+    assert "hidepid=invisible" in options or "hidepid=2" in options, f"/proc is mounted with {options}"
+    assert f"gid={gid}" in options, f"/proc exempts no group {plan.proc_group} (gid {gid}): {options}"
+    fstab = [line.split() for line in host.file("/etc/fstab").content_string.splitlines()]
+    entry = [f for f in fstab if len(f) >= 4 and f[1] == "/proc" and not f[0].startswith("#")]
+    assert entry and "hidepid=invisible" in entry[0][3].split(","), f"/etc/fstab /proc entry: {entry}"

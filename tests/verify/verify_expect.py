@@ -67,6 +67,8 @@ _RENDER = (
     "sglang_common_env_dir",
     "sglang_common_unit_dir",
     "sglang_common_facts_dir",
+    "sglang_common_proc_hidepid",
+    "sglang_common_proc_group",
     "sglang_engine_install",
     "sglang_engine_current_link",
     "sglang_engine_health_path",
@@ -189,6 +191,7 @@ class HostPlan:
     build_sha: str
     releases_dir: str
     gpu_ids: dict[str, list[int]] = field(default_factory=dict)
+    proc_group: str | None = None  # /proc is mounted hidepid=invisible with this group exempt (None: not managed)
 
     def files(self) -> dict[str, dict[str, Any]]:
         """Path -> expected owner, group and mode, for every file and directory the roles create here."""
@@ -273,6 +276,7 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
     settings = {k: v.get(k, d) for k, d in VERIFY_DEFAULTS.items()}
     return HostPlan(
         name=host,
+        proc_group=str(v["sglang_common_proc_group"]) if servers and v.get("sglang_common_proc_hidepid") else None,
         user=str(v["sglang_common_user"]),
         group=str(v["sglang_common_group"]),
         bin_dir=bin_dir,

@@ -1,0 +1,326 @@
+"""Table-driven: bad declared envelopes are refused by the validate role before any host is touched and before
+any file is rendered, with the declared variable, its value and the rule named; unusual but valid envelopes pass
+and render. Every case runs playbooks/render.yml (the validate role, then the renderers) against a copy of
+inventories/production with one override file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploytools import REPO, Run, envelope, playbook
+
+BASE = envelope()
+PRODUCTION = REPO / "inventories" / "production"
+H = "gpu-node-01: "
+REFUSED = "The declared envelope has problems; no host was touched"
+
+
+def _with(var: str, **changes: Any) -> dict[str, Any]:
+    """The override of one top-level variable: its shared value with `changes` applied (None deletes a key)."""
+    value = {**BASE[var], **changes}
+    return {var: {k: v for k, v in value.items() if v is not None}}
+
+
+def _both(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return {**a, **b}
+
+
+_R, _D, _P, _C = "sglang_router", "sglang_decode", "sglang_prefill", "sglang_engine_common"
+_NO_MAX_BS = _with(_D, cuda_graph_max_bs_decode=None, cuda_graph_bs_decode=[1, 2, 96])
+_MODEL = BASE["sglang_model"]
+
+# (id, overrides, fragments the refusal must contain: the declared variable with its value, and the rule or fix)
+BAD: list[tuple[str, dict[str, Any], list[str]]] = [
+    # Router values (smg 1.13.0's choices and limits).
+    (
+        "router-policy-typo",
+        _with(_R, policy="round_robbin"),
+        [f"{H}{_R}.policy='round_robbin'", "did you mean round_robin"],
+    ),
+    (
+        "router-policy-unknown",
+        _with(_R, policy="least_loaded"),
+        [f"{_R}.policy='least_loaded'", "smg 1.13.0's choices"],
+    ),
+    ("router-queue-size-negative", _with(_R, queue_size=-1), [f"{_R}.queue_size=-1", "must be >= 0"]),
+    (
+        "router-mcr-zero",
+        _with(_R, max_concurrent_requests=0),
+        [f"{_R}.max_concurrent_requests=0", "no admission bound"],
+    ),
+    ("router-mcr-minus-one", _with(_R, max_concurrent_requests=-1), [f"{_R}.max_concurrent_requests=-1", "derive"]),
+    ("router-mcr-unset", _with(_R, max_concurrent_requests=None), [f"{_R}.max_concurrent_requests=None", "<= 64"]),
+    (
+        "router-mcr-above-decode",
+        _with(_R, max_concurrent_requests=100000),
+        [f"{_R}.max_concurrent_requests=100000", "(64)"],
+    ),
+    ("router-request-timeout-zero", _with(_R, request_timeout_secs=0), [f"{_R}.request_timeout_secs=0", "must be > 0"]),
+    (
+        "router-queue-timeout-zero",
+        _with(_R, queue_timeout_secs=0),
+        [f"{_R}.queue_timeout_secs=0", "queue_timeout_secs must be > 0"],
+    ),
+    (
+        "router-payload-too-small",
+        _with(_R, max_payload_size=1048576),
+        [f"{_R}.max_payload_size=1048576", "one full-context request"],
+    ),
+    ("router-payload-zero", _with(_R, max_payload_size=0), [f"{_R}.max_payload_size=0", "raise it to >= 8454144"]),
+    ("router-empty-dict", {_R: {}}, [f"{H}{_R}={{}}", "declares no router envelope"]),
+    ("router-port-out-of-range", _with(_R, port=70000), [f"{_R}.port=70000", "from 1 to 65535"]),
+    ("router-port-empty", _with(_R, port=None), [f"{_R}.port=None", "collides"]),
+    ("router-port-not-int", _with(_R, port="eight thousand"), [f"{_R}.port='eight thousand' is not a valid int"]),
+    ("router-prometheus-port-zero", _with(_R, prometheus_port=0), [f"{_R}.prometheus_port=0", "from 1 to 65535"]),
+    (
+        "router-prometheus-port-collides",
+        _with(_R, prometheus_port=30000),
+        [f"{_R}.prometheus_port=30000", "already used"],
+    ),
+    ("router-port-collides-decode", _with(_R, port=30001), ["port=30001", "already used"]),
+    ("router-health-interval-zero", _with(_R, health_check_interval_secs=0), [f"{_R}.health_check_interval_secs=0"]),
+    ("router-startup-timeout-zero", _with(_R, worker_startup_timeout_secs=0), [f"{_R}.worker_startup_timeout_secs=0"]),
+    ("router-admission-wait-negative", _with(_R, pd_admission_wait_secs=-5), [f"{_R}.pd_admission_wait_secs=-5"]),
+    (
+        "router-key-typo",
+        _with(_R, max_concurent_requests=64),
+        [f"{_R}.max_concurent_requests", "did you mean max_concurrent_requests"],
+    ),
+    (
+        "router-key-typo-timeout",
+        _with(_R, request_timeout=60),
+        [f"{_R}.request_timeout", "did you mean request_timeout_secs"],
+    ),
+    # Engine values with a fixed set of choices in SGLang's parser.
+    (
+        "transfer-backend-typo",
+        _with(_C, disaggregation_transfer_backend="mooncak"),
+        [f"{_C}.disaggregation_transfer_backend='mooncak'", "did you mean mooncake"],
+    ),
+    (
+        "transfer-backend-unknown",
+        _with(_P, disaggregation_transfer_backend="rdma"),
+        [f"{_P}.disaggregation_transfer_backend='rdma'", "SGLang 0.5.23's choices"],
+    ),
+    (
+        "kv-dtype-typo",
+        _with(_C, kv_cache_dtype="fp8_e4m4"),
+        [f"{_C}.kv_cache_dtype='fp8_e4m4'", "did you mean fp8_e4m3"],
+    ),
+    (
+        "kv-dtype-not-dsv4",
+        _with(_C, kv_cache_dtype="fp8_e5m2"),
+        [f"{_C}.kv_cache_dtype='fp8_e5m2'", "DeepSeek-V4 allows only"],
+    ),
+    (
+        "attention-backend-unknown",
+        _with(_D, attention_backend="flashmla_sparse"),
+        [f"{_D}.attention_backend='flashmla_sparse'", "choices for --attention-backend"],
+    ),
+    # Ports.
+    ("prefill-port-out-of-range", _with(_P, port=70000), [f"{_P}.port=70000", "from 1 to 65535"]),
+    ("prefill-port-zero", _with(_P, port=0), [f"{_P}.port=0", "from 1 to 65535"]),
+    ("decode-port-empty", _with(_D, port=None), [f"{_D}.port=None", "fall back to its parser's default"]),
+    ("engine-port-not-int", _with(_D, port="30001x"), [f"{_D}.port='30001x' is not a valid int"]),
+    (
+        "bootstrap-port-out-of-range",
+        _with(_P, disaggregation_bootstrap_port=99999),
+        [f"{_P}.disaggregation_bootstrap_port=99999"],
+    ),
+    ("bootstrap-port-collides", _with(_P, disaggregation_bootstrap_port=30001), ["30001", "already used"]),
+    ("engine-ports-collide", _with(_D, port=30000), [f"{_D}.port=30000", "port already used by sglang_prefill.port"]),
+    ("router-on-engine-port", _with(_R, port=30000), [f"{_R}.port=30000", "already used"]),
+    # GPU arithmetic.
+    ("base-gpu-id-contradicts", _with(_P, base_gpu_id=2), [f"{_P}.base_gpu_id=2", "start at 0"]),
+    ("base-gpu-id-negative", _with(_D, base_gpu_id=-1), [f"{_D}.base_gpu_id=-1", "non-negative"]),
+    ("dp-times-tp-not-declared", _with(_D, dp_size=2), [f"{_D}.gpu_ids=[4, 5, 6, 7]", "dp_size=2 needs 8 GPUs"]),
+    ("tp-not-gpu-count", _with(_P, tp_size=2), [f"{_P}.gpu_ids=[0, 1, 2, 3]", "tp_size=2 needs exactly 2 GPUs"]),
+    ("tp-not-dividing-heads", _with(_P, tp_size=3, gpu_ids=[0, 1, 2]), [f"{_P}.tp_size=3", "64 attention heads"]),
+    ("tp-zero", _with(_C, tp_size=0), [f"{_C}.tp_size=0", "must be >= 1"]),
+    ("gpu-sets-overlap", _with(_D, gpu_ids=[2, 3, 4, 5]), [f"{_D}.gpu_ids=[2, 3, 4, 5]", "GPU 2 is already used"]),
+    ("gpu-ids-not-contiguous", _with(_P, gpu_ids=[0, 1, 2, 8]), [f"{_P}.gpu_ids=[0, 1, 2, 8]", "contiguous"]),
+    ("gpu-ids-beyond-host", _with(_D, gpu_ids=[6, 7, 8, 9]), [f"{_D}.gpu_ids=[6, 7, 8, 9]", "the host has GPUs 0..7"]),
+    (
+        "gpu-ids-not-ints",
+        _with(_P, gpu_ids=["a", "b", "c", "d"]),
+        [f"{_P}.gpu_ids=['a', 'b', 'c', 'd'] is not a valid intlist"],
+    ),
+    ("gpu-ids-empty", _with(_P, gpu_ids=[]), [f"{_P}.gpu_ids=[]", "fix: list 4 GPU ids"]),
+    ("gpus-per-host-zero", {"sglang_gpus_per_host": 0}, [f"{H}sglang_gpus_per_host=0", "must be >= 1"]),
+    # cuda-graph batch sizes.
+    (
+        "cuda-graph-bs-empty",
+        _with(_D, cuda_graph_bs_decode=[]),
+        [f"{_D}.cuda_graph_bs_decode=[]", "bare --cuda-graph-bs-decode"],
+    ),
+    (
+        "cuda-graph-bs-above-max-bs",
+        _with(_D, cuda_graph_bs_decode=[1, 2, 128]),
+        [f"{_D}.cuda_graph_bs_decode=[1, 2, 128]", "cuda_graph_max_bs_decode=64"],
+    ),
+    ("cuda-graph-bs-above-running", _NO_MAX_BS, [f"{_D}.cuda_graph_bs_decode=[1, 2, 96]", "max_running_requests=64"]),
+    ("cuda-graph-bs-zero", _with(_D, cuda_graph_bs_decode=[0, 1, 2]), [f"{_D}.cuda_graph_bs_decode=[0, 1, 2]", ">= 1"]),
+    (
+        "cuda-graph-max-bs-above-running",
+        _with(_D, cuda_graph_max_bs_decode=128),
+        [f"{_D}.cuda_graph_max_bs_decode=128"],
+    ),
+    (
+        "cuda-graph-bs-string",
+        _with(_D, cuda_graph_bs_decode="1,2,4"),
+        [f"{_D}.cuda_graph_bs_decode='1,2,4' is not a valid intlist"],
+    ),
+    ("cuda-graph-max-bs-prefill-zero", _with(_P, cuda_graph_max_bs_prefill=0), [f"{_P}.cuda_graph_max_bs_prefill=0"]),
+    # Ratios and fractions.
+    ("swa-ratio-negative", _with(_C, swa_full_tokens_ratio=-0.1), [f"{_C}.swa_full_tokens_ratio=-0.1", "(0, 1.0]"]),
+    ("swa-ratio-above-one", _with(_D, swa_full_tokens_ratio=1.5), [f"{_D}.swa_full_tokens_ratio=1.5", "(0, 1.0]"]),
+    ("fraction-above-one", _with(_D, mem_fraction_static=1.2), [f"{_D}.mem_fraction_static=1.2", "must be in (0, 1)"]),
+    ("fraction-zero", _with(_P, mem_fraction_static=0.0), [f"{_P}.mem_fraction_static=0.0", "must be in (0, 1)"]),
+    (
+        "fraction-not-float",
+        _with(_P, mem_fraction_static="high"),
+        [f"{_P}.mem_fraction_static='high' is not a valid float"],
+    ),
+    # Engine limits.
+    ("context-above-model-max", _with(_C, context_length=2097152), [f"{_C}.context_length=2097152", "model's maximum"]),
+    ("context-bad-suffix", _with(_C, context_length="512kb"), [f"{_C}.context_length='512kb' is not a valid size"]),
+    ("context-zero", _with(_C, context_length=0), [f"{_C}.context_length=0", "must be >= 1"]),
+    ("context-negative", _with(_C, context_length=-1), [f"{_C}.context_length=-1", "must be >= 1"]),
+    ("context-above-kv-pool", _with(_P, mem_fraction_static=0.4), [f"{_C}.context_length=524288", "above the KV pool"]),
+    ("max-total-tokens-below-one-request", _with(_D, max_total_tokens=100000), [f"{_D}.max_total_tokens=100000"]),
+    ("max-running-zero", _with(_D, max_running_requests=0), [f"{_D}.max_running_requests=0", "must be >= 1"]),
+    ("max-queued-in-pd", _with(_D, max_queued_requests=256), [f"{_D}.max_queued_requests=256", "queue_size"]),
+    ("chunk-above-max-prefill", _with(_C, chunked_prefill_size=32768), [f"{_C}.chunked_prefill_size=32768", "16384"]),
+    (
+        "chunk-not-page-multiple",
+        _with(_C, chunked_prefill_size=1000),
+        [f"{_C}.chunked_prefill_size=1000", "divisible by page_size"],
+    ),
+    ("chunk-zero", _with(_C, chunked_prefill_size=0), [f"{_C}.chunked_prefill_size=0", "-1 to disable"]),
+    ("page-size-not-256", _with(_C, page_size=64), [f"{_C}.page_size=64", "SGLang forces 256"]),
+    ("max-prefill-zero", _with(_C, max_prefill_tokens=0), [f"{_C}.max_prefill_tokens=0", "must be >= 1"]),
+    ("watchdog-zero", _with(_C, watchdog_timeout=0), [f"{_C}.watchdog_timeout=0", "must be > 0"]),
+    (
+        "served-name-colon",
+        _with(_C, served_model_name="deepseek:v4"),
+        [f"{_C}.served_model_name='deepseek:v4'", "colon"],
+    ),
+    ("bool-as-string", _with(_C, trust_remote_code="yes"), [f"{_C}.trust_remote_code='yes' is not a valid bool"]),
+    # Model and host variables.
+    ("gpu-memory-zero", {"sglang_gpu_memory_gib": 0}, [f"{H}sglang_gpu_memory_gib=0", "must be > 0"]),
+    ("gpu-memory-in-mib", {"sglang_gpu_memory_gib": 144384}, [f"{H}sglang_gpu_memory_gib=144384", "not MiB"]),
+    (
+        "gpu-memory-not-float",
+        {"sglang_gpu_memory_gib": "lots"},
+        [f"{H}sglang_gpu_memory_gib='lots'", "fix: declare a float"],
+    ),
+    (
+        "params-in-units",
+        {"sglang_model": {**_MODEL, "params_b": 284000000000}},
+        ["sglang_model.params_b=284000000000", "declare params_b: 284 (billions)"],
+    ),
+    ("params-negative", {"sglang_model": {**_MODEL, "params_b": -1}}, ["sglang_model.params_b=-1", "must be > 0"]),
+    (
+        "params-too-large-for-gpus",
+        {"sglang_model": {**_MODEL, "params_b": 2840}},
+        ["sglang_model.params_b=2840", "the weights alone"],
+    ),
+    (
+        "quantization-unknown",
+        {"sglang_model": {**_MODEL, "quantization": "mxfp5"}},
+        ["sglang_model.quantization", "mxfp4"],
+    ),
+    # Keys.
+    (
+        "removed-cuda-graph-max-bs",
+        _with(_D, cuda_graph_max_bs=64),
+        [f"{_D}.cuda_graph_max_bs", "use cuda_graph_max_bs_decode"],
+    ),
+    (
+        "removed-nsa-prefill-backend",
+        _with(_P, nsa_prefill_backend="flashmla_sparse"),
+        [f"{_P}.nsa_prefill_backend", "dsa_prefill_backend"],
+    ),
+    ("removed-enable-dp-attention", _with(_D, enable_dp_attention=True), [f"{_D}.enable_dp_attention", "attn_dp_size"]),
+    ("key-typo-context", _with(_C, context_lenght=131072), [f"{_C}.context_lenght", "did you mean context_length"]),
+    (
+        "key-typo-running",
+        _with(_D, max_runing_requests=64),
+        [f"{_D}.max_runing_requests", "did you mean max_running_requests"],
+    ),
+]
+
+_MIN_PAYLOAD = 524288 * 16 + 64 * 1024
+# (id, overrides): unusual, but SGLang and smg run them as intended.
+VALID: list[tuple[str, dict[str, Any]]] = [
+    ("context-iec-string", _with(_C, context_length="512Ki")),
+    ("context-si-string", _with(_C, context_length="256k")),
+    ("kv-bfloat16", _with(_C, kv_cache_dtype="bfloat16", context_length=262144)),
+    ("decode-tp2-dp2", _with(_D, tp_size=2, dp_size=2)),
+    ("policy-cache-aware", _with(_R, policy="cache_aware")),
+    ("queue-size-zero", _with(_R, queue_size=0)),
+    ("router-bound-below-fleet", _with(_R, max_concurrent_requests=16)),
+    ("payload-at-minimum", _with(_R, max_payload_size=_MIN_PAYLOAD)),
+    ("swa-ratio-one", _with(_C, swa_full_tokens_ratio=1.0)),
+    ("chunked-prefill-disabled", _with(_C, chunked_prefill_size=-1)),
+    ("single-cuda-graph-size", _with(_D, cuda_graph_bs_decode=[64])),
+    ("engines-swap-gpus", _both(_with(_P, gpu_ids=[4, 5, 6, 7]), _with(_D, gpu_ids=[0, 1, 2, 3]))),
+    ("base-gpu-id-agrees", _with(_D, base_gpu_id=4)),
+    ("ports-at-the-edges", _with(_R, port=65535, prometheus_port=1)),
+    ("transfer-backend-nixl", _with(_C, disaggregation_transfer_backend="nixl")),
+]
+
+
+def _run(case: str, overrides: dict[str, Any], root: Path) -> tuple[Run, list[Path]]:
+    inventory = root / case / "inventory"
+    shutil.copytree(PRODUCTION, inventory, symlinks=False)
+    (inventory / "group_vars" / "all" / "zz-test-override.yml").write_text(yaml.safe_dump(overrides))
+    out = root / case / "rendered"
+    run = playbook("-i", str(inventory), "playbooks/render.yml", "-e", f"sglang_render_dir={out}", timeout=600)
+    return run, sorted(p for p in out.rglob("*") if p.is_file()) if out.exists() else []
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Run, list[Path]]]]:
+    """Every case run once, in parallel (each run is an ansible-playbook process)."""
+    root = tmp_path_factory.mktemp("envelopes")
+    cases = [(c[0], c[1]) for c in BAD] + VALID
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        results = dict(zip([c[0] for c in cases], pool.map(lambda c: _run(*c, root), cases), strict=True))
+    yield results
+
+
+def test_table_sizes() -> None:
+    ids = [c[0] for c in BAD] + [c[0] for c in VALID]
+    assert len(set(ids)) == len(ids), "case ids must be unique"
+    assert len(BAD) >= 60 and len(VALID) >= 10
+
+
+@pytest.mark.parametrize(("case", "fragments"), [(c[0], c[2]) for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_envelope_is_refused_before_anything(
+    runs: dict[str, tuple[Run, list[Path]]], case: str, fragments: list[str]
+) -> None:
+    run, files = runs[case]
+    tail = run.output[-3000:]
+    assert run.returncode != 0, tail
+    assert REFUSED in run.output, f"not refused by the validation:\n{tail}"
+    assert not files, f"files were rendered before the refusal: {files}"
+    assert "gpu-node-01" not in run.recap(), f"a host play ran: {run.recap()}"
+    message = next(line for line in run.output.splitlines() if REFUSED in line)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from the refusal:\n{message}"
+    assert "fix:" in message, message
+
+
+@pytest.mark.parametrize("case", [c[0] for c in VALID])
+def test_unusual_valid_envelope_passes_and_renders(runs: dict[str, tuple[Run, list[Path]]], case: str) -> None:
+    run, files = runs[case]
+    assert run.returncode == 0, run.output[-3000:]
+    assert any(p.name == "serve_dsv4_decode.sh" for p in files) and any(p.name == "serve_dsv4_router.sh" for p in files)
