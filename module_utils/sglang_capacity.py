@@ -84,7 +84,11 @@ def mla_latent_bytes(config: Mapping[str, Any], kv_cache_dtype: str, scaled_fp8:
 
 
 def index_k_bytes(config: Mapping[str, Any], bf16_index_k: bool) -> int:
-    """Bytes of one indexer key: fp8 with an fp32 scale per 128 dims, or bf16."""
+    """Bytes of one indexer key: fp8 with an fp32 scale per 128 dims, or bf16.
+
+    --enable-deepseek-v4-fp4-indexer does not change this on NVIDIA GPUs: SGLang budgets fp8-sized keys there
+    (68-byte fp4 keys only on HIP), and refuses the flag on H200 (validation does too).
+    """
     dim = int(config.get("index_head_dim", 128))
     return dim * 2 if bf16_index_k else dim + dim // 128 * 4
 

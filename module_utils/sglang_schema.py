@@ -91,6 +91,7 @@ KEYS: tuple[Key, ...] = (
     Key("enable_cache_report", _E),
     Key("trust_remote_code", _E),
     Key("log_level", _E),
+    Key("enable_deepseek_v4_fp4_indexer", _E, doc="fp4 indexer keys (SM100/SM120 GPUs only)"),
     Key("bf16_index_k", _E, kind="bool", env="SGLANG_DSV4_BF16_INDEX_K", doc="bf16 indexer keys", limit=True),
     # Router limits (smg 1.13.0 flag names).
     Key("max_concurrent_requests", _R, doc="router in-flight cap", limit=True),

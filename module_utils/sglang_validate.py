@@ -34,6 +34,10 @@ PORT_RANGE = (1, 65535)
 PARAMS_B_UNITS = 100_000
 
 
+# arg_groups/serving_hook.py: the fp4 indexer needs an SM100, SM120 or gfx95 GPU.
+FP4_INDEXER_REFUSAL = "--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support."
+
+
 def _msg(var: str, value: Any, rule: str, fix: str) -> str:
     return f"{var}={value!r}: {rule}; fix: {fix}"
 
@@ -286,6 +290,15 @@ def check_engine(
                     env["page_size"],
                     "SGLang forces 256 for DeepSeek-V4",
                     "declare 256 or leave it unset",
+                )
+            )
+        if env.get("enable_deepseek_v4_fp4_indexer"):
+            errors.append(
+                _msg(
+                    var("enable_deepseek_v4_fp4_indexer"),
+                    env["enable_deepseek_v4_fp4_indexer"],
+                    f"SGLang 0.5.23 refuses it at startup on H200 (SM90): '{FP4_INDEXER_REFUSAL}'",
+                    "remove it; bf16_index_k keeps long-context recall on H200",
                 )
             )
         if env.get("kv_cache_dtype") not in (None, "auto", "fp8_e4m3", "bfloat16"):

@@ -42,6 +42,7 @@ class Cell:
     bf16_index_k: bool
     kv_cache_dtype: str = "fp8_e4m3"
     max_total_tokens: int | None = None
+    extra_argv: tuple[str, ...] = ()
 
     def envelope(self) -> dict[str, Any]:
         env: dict[str, Any] = {
@@ -69,7 +70,7 @@ class Cell:
             argv += ["--max-running-requests", str(self.max_running_requests)]
         if self.max_total_tokens is not None:
             argv += ["--max-total-tokens", str(self.max_total_tokens)]
-        return argv
+        return argv + list(self.extra_argv)
 
     def name(self) -> str:
         running = self.max_running_requests or "unset"

@@ -8,7 +8,8 @@ configurator (tests/conformance/sglang_pool.py); the same available bytes go to 
 from __future__ import annotations
 
 import pytest
-from pool_grid import FRACTIONS, PARSER_PYTHON, Cell, budget, compare, grid, ours, sglang
+from pool_grid import FRACTIONS, PARSER_PYTHON, Cell, budget, compare, grid, model_config, ours, sglang
+from sglang_envelope.sglang_validate import FP4_INDEXER_REFUSAL, check_engine
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +60,14 @@ def test_a_wrong_model_is_caught(table: list[tuple[Cell, float, int, dict]]) -> 
     assert compare({**row, "max_total_num_tokens": int(row["max_total_num_tokens"] * 1.01)}, theirs)
     assert compare({**row, "max_running_requests": row["max_running_requests"] + 1}, theirs)
     assert compare(row, {"error": "RuntimeError: Not enough memory"})
+
+
+def test_fp4_indexer_is_refused_on_h200_by_sglang_and_by_validation() -> None:
+    """SGLang's serving hook refuses --enable-deepseek-v4-fp4-indexer on SM90; validation says the same."""
+    cell = Cell("deepseek-v4-flash", "decode", 64, 524288, 4, False, extra_argv=("--enable-deepseek-v4-fp4-indexer",))
+    [[theirs]] = sglang([cell], [[100 * 2**30]])
+    assert "error" in theirs and FP4_INDEXER_REFUSAL in theirs["error"], theirs
+    envelope = {**cell.envelope(), "enable_deepseek_v4_fp4_indexer": True, "gpu_ids": [4, 5, 6, 7], "port": 30001}
+    hostvars = {"sglang_gpu_memory_gib": 141, "sglang_model": {"params_b": 284, "quantization": "mxfp4"}}
+    problems, _ = check_engine("h", "decode", envelope, hostvars, model_config(cell.model))
+    assert any(FP4_INDEXER_REFUSAL in p and "enable_deepseek_v4_fp4_indexer" in p for p in problems), problems
