@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_plan import Fleet
 from ansible.module_utils.sglang_report import build, render_text, write
 
 DOCUMENTATION = r"""
@@ -49,6 +50,15 @@ options:
     description: Whether drift sets RV(summary.failed). Unreachable hosts and errors always do.
     type: bool
     default: true
+  fleet:
+    description:
+      - The declared fleet, C(hostvars) (the C(sglang_*) variables of each host, secrets left out) and C(groups), so
+        that each risk found in the live values comes with fixes as envelope diffs that the fleet validation passed.
+      - Without it the risks are reported without fixes.
+    type: dict
+  model_config:
+    description: The served model's C(config.json), for the capacity model behind the fixes.
+    type: dict
 seealso:
   - module: sglang_limits
   - module: sglang_layers
@@ -101,6 +111,13 @@ fleet:
   description: The binding limit on parallel calls and the router and decode figures it comes from.
   returned: always
   type: dict
+risks:
+  description:
+    - Combinations in the live envelope that will hurt under load, most severe first; each with C(id), C(severity)
+      (info, warn, critical), C(summary), C(numbers), C(servers) and C(fixes) (C(title), C(diff), C(valid)).
+  returned: always
+  type: list
+  elements: dict
 files:
   description: Paths written, by kind (json, markdown, text, chart:<name>).
   returned: always
@@ -118,10 +135,14 @@ def main() -> None:
             "records": {"type": "list", "elements": "dict", "required": True},
             "directory": {"type": "path", "required": True},
             "fail_on_drift": {"type": "bool", "default": True},
+            "fleet": {"type": "dict"},
+            "model_config": {"type": "dict"},
         },
         supports_check_mode=True,
     )
-    report = build(module.params["records"], module.params["fail_on_drift"])
+    declared = module.params["fleet"]
+    fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
+    report = build(module.params["records"], module.params["fail_on_drift"], fleet, module.params["model_config"])
     try:
         files = write(report, module.params["directory"])
     except OSError as exc:
@@ -131,6 +152,7 @@ def main() -> None:
         table=render_text(report),
         summary=report.summary,
         fleet=report.fleet,
+        risks=report.risks,
         files=files,
         directory=module.params["directory"],
     )

@@ -20,6 +20,8 @@ from .sglang_chart import render_svg
 from .sglang_declared import GROUPS, engine_envelope, router_envelope
 from .sglang_plan import PlanError, fleet_from_inventory, parse_shape, plan, render
 from .sglang_request import check_request
+from .sglang_risks import declared_state, risks
+from .sglang_risks import render as render_risks
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -112,11 +114,24 @@ def format_table(entry: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def risk_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> str:
+    """The risks of the declared fleet, with validated fixes (Markdown)."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    engines = fleet.hosts("decode") or fleet.hosts("prefill")
+    if not engines:
+        return ""
+    config = model_config_for(hostvars[engines[0]])
+    findings = [f.as_dict() for f in risks(declared_state(fleet, config), fleet, config)]
+    lines = render_risks(findings) or ["none found"]
+    return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
+
+
 def capacity_command(inventory: str, out_dir: str | None) -> int:
     try:
         hostvars, groups = load_inventory(inventory)
         entries = fleet_capacity(hostvars, groups)
-    except (EnvelopeError, CapacityError) as exc:
+        risk_text = risk_section(hostvars, groups)
+    except (EnvelopeError, CapacityError, PlanError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     target = Path(out_dir or REPO / "reports" / f"capacity-{Path(inventory).name}")
@@ -136,6 +151,8 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
         (target / svg_name).write_text(svg)
         report += [table, f"![chart]({svg_name})", ""]
         print(table)
+    print(risk_text)
+    report.append(risk_text)
     (target / "capacity.md").write_text("\n".join(report))
     print(f"table and charts written to {target}")
     return 0
@@ -152,6 +169,7 @@ def plan_command(inventory: str, wants: Sequence[str]) -> int:
         config = model_config_for(hostvars[first[0]])
         for shape in shapes:
             print(render(plan(fleet, config, shape), inventory))
+        print(risk_section(hostvars, groups))
     except (PlanError, EnvelopeError, CapacityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -22,10 +22,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sglang_capacity import EngineLimits, concurrency_table, default_mem_fraction, requests_that_fit
-from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
-from .sglang_schema import EnvelopeError, parse_size
-from .sglang_validate import check_fleet, engine_limits
+try:
+    from ansible.module_utils.sglang_capacity import (
+        EngineLimits,
+        concurrency_table,
+        default_mem_fraction,
+        requests_that_fit,
+    )
+    from ansible.module_utils.sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+    from ansible.module_utils.sglang_schema import EnvelopeError, parse_size
+    from ansible.module_utils.sglang_validate import check_fleet, engine_limits
+except ImportError:
+    from .sglang_capacity import EngineLimits, concurrency_table, default_mem_fraction, requests_that_fit
+    from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+    from .sglang_schema import EnvelopeError, parse_size
+    from .sglang_validate import check_fleet, engine_limits
 
 MAX_EXTRA_DECODE_HOSTS = 16
 RECALL_COST = "fp8 index keys lose long-context recall (needles beyond about 2,000 tokens are missed)"
@@ -144,6 +155,7 @@ class Option:
     after: Fit | None = None
     exact: bool = True  # serves the shape as asked (False: at a lower per-call context)
     rank: tuple[Any, ...] = ()
+    refused: list[str] = field(default_factory=list)  # the validation's problems with this change
 
     def tokens(self, shape: Shape) -> int:
         """Tokens per call this option serves: the shape's, or the lowered context_length."""
@@ -318,6 +330,27 @@ def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int 
         result.options.append(option)
     result.options = _undominated(sorted(result.options, key=lambda o: o.rank))[:most]
     return result
+
+
+def change(
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    title: str,
+    settings: list[tuple[str, str, Any]],
+    *,
+    add_decode_hosts: int = 0,
+) -> Option:
+    """An envelope change as an option: `settings` are (role, key, value); the result carries the validation's
+    verdict in `refused` (empty when the changed fleet passes)."""
+    changed = fleet.copy()
+    option = Option(title)
+    if add_decode_hosts:
+        _add_decode_hosts(changed, option, add_decode_hosts)
+    for role, key, value in settings:
+        _set(changed, option, role, key, value)
+    option.fleet = changed
+    option.refused = check_fleet(changed.hostvars, changed.groups, model_config)
+    return option
 
 
 def _undominated(options: list[Option]) -> list[Option]:

@@ -31,6 +31,14 @@ except ImportError:
         requests_that_fit,
     )
 try:
+    from ansible.module_utils.sglang_plan import Fleet
+    from ansible.module_utils.sglang_risks import EngineState, FleetState, risks, workload_of
+    from ansible.module_utils.sglang_risks import render as render_risks
+except ImportError:
+    from .sglang_plan import Fleet
+    from .sglang_risks import EngineState, FleetState, risks, workload_of
+    from .sglang_risks import render as render_risks
+try:
     from ansible.module_utils.sglang_chart import render_svg
 except ImportError:
     try:
@@ -213,6 +221,7 @@ class Report:
     servers: list[Server]
     fleet: dict[str, Any]
     fail_on_drift: bool = True
+    risks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -227,10 +236,39 @@ class Report:
             entry = asdict(s)
             entry["capacity"] = {k: v for k, v in s.capacity.items() if not k.startswith("_")}
             servers.append(entry)
-        return {"summary": self.summary, "fleet": self.fleet, "servers": servers}
+        return {"summary": self.summary, "fleet": self.fleet, "servers": servers, "risks": self.risks}
 
 
-def build(records: Sequence[Mapping[str, Any]], fail_on_drift: bool = True) -> Report:
+def live_state(servers: Sequence[Server], declared: Fleet | None) -> FleetState:
+    """The fleet as it runs: each engine's effective values over its declared ones, and its live KV pool."""
+    hostvars = declared.hostvars if declared else {}
+    engines, routers, dsv4 = [], [], True
+    for server in servers:
+        live = server.live
+        if server.role == "router":
+            if live:
+                routers.append(dict(live))
+            continue
+        if not all(
+            isinstance(live.get(k), int) for k in ("context_length", "max_total_tokens", "max_running_requests")
+        ):
+            continue
+        envelope = {r["key"]: r["values"].get("declared") for r in server.rows}
+        envelope.update({k: v for k, v in live.items() if v is not None})
+        dsv4 = dsv4 and bool(server.predicted.get("dsv4", True))
+        gib = float((hostvars.get(server.host) or {}).get("sglang_gpu_memory_gib") or 0)
+        pool, running, context = live["max_total_tokens"], live["max_running_requests"], live["context_length"]
+        page = int(live.get("page_size") or 1)
+        engines.append(EngineState(server.host, server.role, envelope, pool, running, context, page, gib))
+    return FleetState(engines, routers, workload_of(hostvars), dsv4, "live")
+
+
+def build(
+    records: Sequence[Mapping[str, Any]],
+    fail_on_drift: bool = True,
+    declared: Fleet | None = None,
+    model_config: Mapping[str, Any] | None = None,
+) -> Report:
     order = {"prefill": 0, "decode": 1, "router": 2}
     servers = sorted((server_from_record(r) for r in records), key=lambda s: (order.get(s.role, 9), s.host))
     routers = [s for s in servers if s.role == "router" and s.live.get("max_concurrent_requests") is not None]
@@ -238,7 +276,8 @@ def build(records: Sequence[Mapping[str, Any]], fail_on_drift: bool = True) -> R
     for server in servers:
         if server.role != "router" and server.status != "unreachable":
             server.capacity = engine_capacity(server, router_cap)
-    return Report(servers, fleet_capacity(servers), fail_on_drift)
+    findings = risks(live_state(servers, declared), declared, model_config)
+    return Report(servers, fleet_capacity(servers), fail_on_drift, [f.as_dict() for f in findings])
 
 
 # ---------------------------------------------------------------- rendering
@@ -372,6 +411,8 @@ def render_text(report: Report) -> str:
         out.append("")
     out.append("fleet:")
     out += [f"  {line}" for line in fleet_lines(report.fleet)]
+    out.append(f"risks (from the live values): {len(report.risks) or 'none found'}")
+    out += [f"  {line}" for line in render_risks(report.risks)]
     s = report.summary
     out.append(
         f"summary: {s['servers']} servers, {s['ok']} ok, {s['drift']} drifting ({s['drift_items']} items), "
@@ -397,6 +438,10 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         "## Fleet",
         "",
         *[f"- {line}" for line in fleet_lines(report.fleet)],
+        "",
+        "## Risks (from the live values)",
+        "",
+        *([f"    {line}" for line in render_risks(report.risks)] or ["None found."]),
         "",
     ]
     for server in report.servers:

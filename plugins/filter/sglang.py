@@ -52,6 +52,8 @@ _flags = _load("sglang_flags")
 _declared = _load("sglang_declared")
 _validate = _load("sglang_validate")
 _capacity = _load("sglang_capacity")
+_plan = _load("sglang_plan")
+_risks = _load("sglang_risks")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -126,6 +128,18 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
         return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
     except (ValueError, TypeError, KeyError) as exc:
         return [f"the envelope could not be checked: {exc!r}; fix: correct the declared values named above"]
+
+
+def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
+    """Risks of the declared envelope (module_utils sglang_risks), with validated fixes; warnings, not errors."""
+    declared = declared_fleet(hostvars, groups)
+    fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
+    config = _plain(model_config)
+    return [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
+
+
+def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    return list(_risks.render(findings))
 
 
 def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
@@ -250,6 +264,25 @@ def audit_records(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dic
     return records
 
 
+# The declared variables the capacity model, the validation and the planner read; nothing secret.
+_FLEET_VARS = (
+    "sglang_model", "sglang_gpu_memory_gib", "sglang_gpus_per_host", "sglang_engine_common", "sglang_prefill",
+    "sglang_decode", "sglang_router", "sglang_workload", "sglang_advertise_host", "ansible_host",
+)  # fmt: skip
+
+
+def declared_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared fleet for the audit's risk fixes: the envelope variables of every SGLang host, without keys."""
+    names = [n for n in ("sglang_prefill", "sglang_decode", "sglang_router") if n in groups]
+    hosts = sorted({h for n in names for h in groups[n]})
+    out: dict[str, Any] = {}
+    for host in hosts:
+        picked = {k: _plain(hostvars[host][k]) for k in _FLEET_VARS if k in hostvars[host]}
+        out[host] = {k: {i: v for i, v in d.items() if i != "api_key"} if isinstance(d, dict) else d
+                     for k, d in picked.items()}  # fmt: skip
+    return {"hostvars": out, "groups": {n: list(groups[n]) for n in names}}
+
+
 class FilterModule:
     """sglang_* filters."""
 
@@ -263,6 +296,9 @@ class FilterModule:
             "sglang_workers": workers,
             "sglang_router_worker_args": router_worker_args,
             "sglang_check_fleet": check_fleet,
+            "sglang_declared_fleet": declared_fleet,
+            "sglang_fleet_risks": fleet_risks,
+            "sglang_risk_lines": risk_lines,
             "sglang_engine_limits": engine_limits,
             "sglang_unit_names": unit_names,
             "sglang_pick": pick,

@@ -102,6 +102,11 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
     # The effective index-key dtype, with where it came from, in the table and the notes.
     assert decode["live"]["bf16_index_k"] is True
     assert any(n.startswith("effective bf16_index_k from ") for n in decode["notes"]), decode["notes"]
+    # Risks of the live envelope, each with numbers and fixes that pass the fleet validation.
+    assert "risks (from the live values):" in run.output
+    ids = {r["id"] for r in report["risks"]}
+    assert {"router_admits_beyond_full_context", "single_decode_engine"} <= ids, ids
+    assert all(r["numbers"] and r["fixes"] and all(f["valid"] for f in r["fixes"]) for r in report["risks"])
     assert run.recap()[deployed.host]["changed"] == 0
 
 

@@ -170,3 +170,27 @@ def test_report_module_writes_and_returns_the_table(tmp_path: Path) -> None:
 )
 def test_cell_formatting(value: Any, text: str) -> None:
     assert sglang_report.fmt(value) == text
+
+
+def test_risks_are_judged_on_the_live_values_with_fixes_from_the_declaration() -> None:
+    """The fixture's live pool holds far fewer full-context calls than the router admits: a risk with fixes."""
+    from sglang_envelope.sglang_cli import load_inventory, model_config_for
+    from sglang_envelope.sglang_plan import fleet_from_inventory
+
+    hostvars, groups = load_inventory(str(Path(__file__).resolve().parents[3] / "inventories" / "lab"))
+    fleet = fleet_from_inventory(hostvars, groups)
+    config = model_config_for(hostvars[fleet.hosts("decode")[0]])
+    records = [decode_record(host=fleet.hosts("decode")[0]), router_record(max_concurrent_requests=64)]
+    report = build(records, declared=fleet, model_config=config)
+    admission = next(r for r in report.risks if r["id"] == "router_admits_beyond_full_context")
+    live = report.servers[0].live
+    assert admission["numbers"]["router_max_concurrent_requests"] == 64
+    assert admission["numbers"]["tokens_per_call"] == live["context_length"]
+    assert admission["fixes"] and all(fix["valid"] for fix in admission["fixes"])
+    text = render_text(report)
+    assert "risks (from the live values):" in text and "warn: router_admits_beyond_full_context" in text
+    assert "## Risks (from the live values)" in render_markdown(report)
+    assert report.as_dict()["risks"] == report.risks
+    without = build(records)  # no declaration: the same risks, no fixes
+    assert [r["id"] for r in without.risks] == [r["id"] for r in report.risks]
+    assert all(not r["fixes"] for r in without.risks)
