@@ -354,10 +354,12 @@ def change(
 
 
 def _undominated(options: list[Option]) -> list[Option]:
-    """Drop an option when an earlier one serves the same shape with no more hosts and no recall cost."""
+    """Drop an option that serves the shape as asked when a kept one does too with no more hosts and no recall
+    cost where it has none (compared lever by lever)."""
     kept: list[Option] = []
     for option in options:
-        if option.exact and any(k.exact and k.rank[1:3] <= option.rank[1:3] for k in kept):
+        hosts, recall = option.rank[1], option.rank[2]
+        if option.exact and any(k.exact and k.rank[1] <= hosts and k.rank[2] <= recall for k in kept):
             continue
         kept.append(option)
     return kept

@@ -88,3 +88,20 @@ def test_plan_command_prints_the_options() -> None:
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "--want 'lots'" in bad.stderr
+
+
+def test_an_option_is_dropped_only_when_another_is_no_worse_on_every_lever() -> None:
+    from sglang_envelope.sglang_plan import Option, _undominated
+
+    def option(hosts: int, recall: bool, exact: bool = True) -> Option:
+        return Option(f"{hosts} hosts, recall cost {recall}", exact=exact, rank=(not exact, hosts, recall, 0, 0))
+
+    cheap_fp8, one_host, two_hosts, lowered = (
+        option(0, True),
+        option(1, False),
+        option(2, False),
+        option(0, False, False),
+    )
+    kept = _undominated([cheap_fp8, one_host, two_hosts, lowered])
+    # fp8 with no host does not replace a host without the recall cost; two hosts are worse than one on every lever.
+    assert kept == [cheap_fp8, one_host, lowered]
