@@ -58,6 +58,8 @@ class Cell:
             env["max_running_requests"] = self.max_running_requests
         if self.max_total_tokens is not None:
             env["max_total_tokens"] = self.max_total_tokens
+        if "--dp-size" in self.extra_argv:
+            env["dp_size"] = int(self.extra_argv[self.extra_argv.index("--dp-size") + 1])
         return env
 
     def argv(self) -> list[str]:
@@ -76,6 +78,7 @@ class Cell:
         running = self.max_running_requests or "unset"
         index = "bf16" if self.bf16_index_k else "fp8"
         cap = f" max_total_tokens={self.max_total_tokens}" if self.max_total_tokens else ""
+        cap += "".join(f" {arg}" for arg in self.extra_argv)
         return (
             f"{self.model} {self.mode} mrr={running} ctx={self.context_length} tp={self.tp_size} idx={index}"
             f" kv={self.kv_cache_dtype}{cap}"
@@ -92,6 +95,12 @@ def grid() -> list[Cell]:
     cells += [Cell("deepseek-v4-flash", "decode", 64, 524288, 4, index, "bfloat16") for index in INDEX_K]
     cells += [Cell("deepseek-v4-flash", mode, 64, 524288, 4, True, max_total_tokens=1_000_000) for mode in MODES]
     cells += [Cell("deepseek-v3.2", "null", None, 131072, 8, False, max_total_tokens=300_000)]
+    # Data-parallel replicas (--dp-size): each replica a scheduler with its own pool.
+    cells += [
+        Cell("deepseek-v4-flash", mode, running, 524288, 2, True, extra_argv=("--dp-size", "2"))
+        for mode in ("decode", "prefill")
+        for running in (16, 64)
+    ]
     return cells
 
 
