@@ -10,7 +10,7 @@ from typing import Any
 from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_drift import LiveContext, compare, infer_index_k, predict
+from ansible.module_utils.sglang_drift import LiveContext, compare, infer_index_k, live_context, predict
 from ansible.module_utils.sglang_flags import parse_env_file
 from ansible.module_utils.sglang_live import (
     Reply,
@@ -413,20 +413,12 @@ def run(module: AnsibleModule, transport: Transport) -> dict[str, Any]:
         live.warnings.append(f"{name}: {why}; unset keys are not compared")
     engine = live.engine
     effective = engine.effective if engine else None
-    ctx = LiveContext()
     if engine and "bf16_index_k" not in engine.effective:
         inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
         if inferred:
             engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
             engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
-    if engine:
-        ctx = LiveContext(
-            token_capacity=(engine.effective.get("max_total_tokens") or engine.facts.get("token_capacity")),
-            attn_dp_size=int(engine.facts.get("attn_dp_size") or 1),
-            disaggregation_mode=str(engine.facts.get("disaggregation_mode")),
-            requested=engine.requested,
-            page_size=engine.effective.get("page_size"),
-        )
+    ctx = live_context(engine.effective, engine.facts, engine.requested) if engine else LiveContext()
     audit = compare(
         role, declared, p["on_disk"], p["running"], effective,
         predicted=predicted, live=ctx, deployed=p["deployed"], restart_pending=p["restart_pending"],

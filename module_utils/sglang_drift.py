@@ -168,6 +168,18 @@ class LiveContext:
     page_size: int | None = None
 
 
+def live_context(effective: Mapping[str, Any], facts: Mapping[str, Any], requested: Mapping[str, Any]) -> LiveContext:
+    """The live facts that explain effective values, from an engine's normalized answer (sglang_live.EngineLive):
+    the pool as the engine applies it (else the memory report), attention-DP width, PD mode, echoed arguments."""
+    return LiveContext(
+        token_capacity=effective.get("max_total_tokens") or facts.get("token_capacity"),
+        attn_dp_size=int(facts.get("attn_dp_size") or 1),
+        disaggregation_mode=str(facts.get("disaggregation_mode") or "null"),
+        requested=dict(requested or {}),
+        page_size=effective.get("page_size"),
+    )
+
+
 def expected_running(requested: int | None, ctx: LiveContext, context_len: int | None) -> int | None:
     """max_running_requests SGLang applies for a request, given the live pool (all DP ranks)."""
     if requested is None or not ctx.token_capacity:

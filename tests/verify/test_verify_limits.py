@@ -46,13 +46,7 @@ def test_live_limits(server: Server, observed: dict[str, Any]) -> None:
     assert not live.get("errors"), f"{server.unit}: " + "; ".join(live["errors"])
     engine = live["engine"]
     effective, facts = engine["effective"], engine["facts"]
-    ctx = sglang_drift.LiveContext(
-        token_capacity=facts.get("token_capacity"),
-        attn_dp_size=int(facts.get("attn_dp_size") or 1),
-        disaggregation_mode=str(facts.get("disaggregation_mode") or "null"),
-        requested=engine.get("requested") or {},
-        page_size=effective.get("page_size"),
-    )
+    ctx = sglang_drift.live_context(effective, facts, engine.get("requested") or {})
     limits = set(sglang_schema.limit_keys(server.role))
     problems = []
     for key, declared in _declared_keys(server).items():
