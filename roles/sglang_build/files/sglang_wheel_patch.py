@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Apply a patch series to a pinned SGLang wheel and repack it with a local version.
+
+    sglang_wheel_patch.py --wheel W.whl --sha256 HEX --series DIR --out OUTDIR [--work DIR]
+
+1. checks the wheel's sha256;
+2. unpacks it;
+3. dry-runs every patch of DIR/series in order (``git apply --check``); a patch
+   that does not apply stops the build, naming itself;
+4. applies them;
+5. repacks the wheel as ``<version>+dsv4bf16.<series hash>``: the dist-info
+   directory is renamed, METADATA's Version and every RECORD hash are rewritten.
+
+Prints one JSON object: the output wheel, its sha256, the local version and the
+series hash. Exit status 2 on a refused input, 3 on a patch that does not apply.
+Standard library and ``git`` only: it runs on the build host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+LOCAL_TAG = "dsv4bf16"
+
+
+class PatchError(Exception):
+    """A refused input or a patch that does not apply; exit_code tells which."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_series(series_dir: Path) -> list[Path]:
+    """Patches in the order of series_dir/series (blank lines and # comments skipped)."""
+    series = series_dir / "series"
+    if not series.is_file():
+        raise PatchError(f"{series} does not exist")
+    names = [line.strip() for line in series.read_text().splitlines()]
+    patches = [series_dir.resolve() / name for name in names if name and not name.startswith("#")]
+    if not patches:
+        raise PatchError(f"{series} names no patch")
+    for patch in patches:
+        if not patch.is_file():
+            raise PatchError(f"{series} names {patch.name}, which does not exist")
+    return patches
+
+
+def series_hash(patches: list[Path]) -> str:
+    """sha256 over the patch names and contents, in order; the first 12 hex go in the version."""
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(patch.name.encode() + b"\0" + hashlib.sha256(patch.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _git(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The ceiling keeps git from taking an enclosing repository for the tree's.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
+    return subprocess.run(["git", *args], cwd=tree, env=env, capture_output=True, text=True, check=False)
+
+
+def apply_series(tree: Path, patches: list[Path]) -> None:
+    """Dry-run then apply each patch in order; each check sees the earlier patches' result."""
+    for index, patch in enumerate(patches):
+        check = _git(tree, "apply", "--check", "--verbose", str(patch))
+        if check.returncode != 0:
+            raise PatchError(
+                f"Patch {patch.name} does not apply after {index} earlier patch(es): {check.stderr.strip()}",
+                exit_code=3,
+            )
+        done = _git(tree, "apply", str(patch))
+        if done.returncode != 0:
+            raise PatchError(f"Patch {patch.name} failed to apply: {done.stderr.strip()}", exit_code=3)
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def relabel(tree: Path, version: str) -> tuple[str, str]:
+    """Give the unpacked wheel a new version: dist-info dir, METADATA, RECORD. Returns (name, old version)."""
+    infos = sorted(tree.glob("*.dist-info"))
+    if len(infos) != 1:
+        raise PatchError(f"expected one .dist-info directory in the wheel, found {len(infos)}")
+    match = re.fullmatch(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info", infos[0].name)
+    if match is None:
+        raise PatchError(f"unexpected dist-info name {infos[0].name}")
+    name, old = match["name"], match["version"]
+    info = tree / f"{name}-{version}.dist-info"
+    infos[0].rename(info)
+    metadata = info / "METADATA"
+    text, count = re.subn(r"(?m)^Version: .*$", f"Version: {version}", metadata.read_text(), count=1)
+    if count != 1:
+        raise PatchError("METADATA has no Version field")
+    metadata.write_text(text)
+    record = info / "RECORD"
+    rows = []
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        rel = path.relative_to(tree).as_posix()
+        if path == record:
+            continue
+        data = path.read_bytes()
+        rows.append(f"{rel},{_record_hash(data)},{len(data)}")
+    rows.append(f"{record.relative_to(tree).as_posix()},,")
+    record.write_text("\n".join(rows) + "\n")
+    return name, old
+
+
+def pack(tree: Path, out: Path) -> None:
+    """Zip the tree as a wheel, dist-info last (as wheel tools do), with fixed timestamps."""
+    files = sorted(p for p in tree.rglob("*") if p.is_file())
+    files.sort(key=lambda p: (p.relative_to(tree).parts[0].endswith(".dist-info"), p.relative_to(tree).as_posix()))
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as wheel:
+        for path in files:
+            info = zipfile.ZipInfo(path.relative_to(tree).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o644 if not os.access(path, os.X_OK) else 0o755) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            wheel.writestr(info, path.read_bytes())
+
+
+def patch_wheel(wheel: Path, sha256: str, series_dir: Path, out_dir: Path, work: Path | None = None) -> dict[str, str]:
+    if not wheel.is_file():
+        raise PatchError(f"wheel {wheel} does not exist")
+    actual = sha256_file(wheel)
+    if actual != sha256.lower():
+        raise PatchError(f"wheel {wheel.name} has sha256 {actual}, expected {sha256}")
+    patches = read_series(series_dir)
+    digest = series_hash(patches)
+    parts = wheel.name[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        raise PatchError(f"{wheel.name} is not a wheel file name")
+    base_version = parts[1]
+    if "+" in base_version:
+        raise PatchError(f"{wheel.name} already has a local version")
+    version = f"{base_version}+{LOCAL_TAG}.{digest[:12]}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as scratch:
+        tree = Path(scratch) / "tree"
+        tree.mkdir()
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(tree)
+        apply_series(tree, patches)
+        relabel(tree, version)
+        name = "-".join([parts[0], version, *parts[2:]]) + ".whl"
+        partial = out_dir / (name + ".part")
+        pack(tree, partial)
+        partial.replace(out_dir / name)
+    out = out_dir / name
+    return {
+        "wheel": str(out),
+        "sha256": sha256_file(out),
+        "version": version,
+        "series_sha256": digest,
+        "patches": ",".join(p.name for p in patches),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheel", type=Path, required=True)
+    parser.add_argument("--sha256", required=True)
+    parser.add_argument("--series", type=Path, required=True, help="directory holding the patches and `series`")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--work", type=Path, default=None, help="scratch parent directory")
+    args = parser.parse_args(argv)
+    if shutil.which("git") is None:
+        print("git is required to apply the series", file=sys.stderr)
+        return 2
+    try:
+        result = patch_wheel(args.wheel, args.sha256, args.series, args.out, args.work)
+    except PatchError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
