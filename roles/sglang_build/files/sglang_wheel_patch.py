@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import hashlib
 import json
 import os
@@ -116,13 +117,14 @@ def relabel(tree: Path, version: str) -> tuple[str, str]:
     record = info / "RECORD"
     rows = []
     for path in sorted(p for p in tree.rglob("*") if p.is_file()):
-        rel = path.relative_to(tree).as_posix()
         if path == record:
             continue
         data = path.read_bytes()
-        rows.append(f"{rel},{_record_hash(data)},{len(data)}")
-    rows.append(f"{record.relative_to(tree).as_posix()},,")
-    record.write_text("\n".join(rows) + "\n")
+        rows.append([path.relative_to(tree).as_posix(), _record_hash(data), str(len(data))])
+    rows.append([record.relative_to(tree).as_posix(), "", ""])
+    # RECORD is CSV: some of SGLang's file names hold commas.
+    with record.open("w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
     return name, old
 
 
