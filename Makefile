@@ -31,8 +31,9 @@ LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
 
-# SGLang 0.5.23's own parser on CPU for the contract test (tests/contract): CPU torch, sglang without
-# its dependencies, and the small set its server_args module imports.
+# SGLang 0.5.23's own code on CPU for the contract and conformance tests: CPU torch, sglang without its
+# dependencies, the small set its server_args module imports, and requirements/sglang-cpu.txt (what its
+# resolution pipeline and pool configurators import).
 PARSER_VENV ?= .cache/sglang-parser-venv
 PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi packaging pillow starlette anyio \
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
@@ -53,10 +54,11 @@ $(VENV)/.installed: requirements/dev.txt requirements/constraints.txt pyproject.
 
 parser-venv: $(PARSER_VENV)/.installed ## SGLang 0.5.23 parser on CPU, for the contract test
 
-$(PARSER_VENV)/.installed:
+$(PARSER_VENV)/.installed: requirements/sglang-cpu.txt
 	[ -x $(PARSER_VENV)/bin/python ] || $(PYTHON) -m venv $(PARSER_VENV)
 	$(PARSER_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(PARSER_VENV)/bin/python -m pip install -q --no-deps sglang==0.5.23 $(PARSER_PACKAGES)
+	$(PARSER_VENV)/bin/python -m pip install -q -r requirements/sglang-cpu.txt -c requirements/sglang-cpu.txt
 	touch $@
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)

@@ -37,7 +37,11 @@ MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK2ForCausalL
 DSV4_DEFAULT_MAX_RUNNING = 256
 DSV4_PAGE_SIZE = 256
 DSV4_DEFAULT_SWA_RATIO = 0.1
-DSV4_C4_RING, DSV4_C128_RING = 8, 128
+DSV4_C4_RING, DSV4_C128_RING = 8, 128  # compress-state ring rows per request, no speculative decoding
+DSV4_PAGE_ALIGN = 576  # FlashMLA pads each paged latent page to a multiple of 576 bytes
+DSV4_QUANT_TILE = 64  # nope dims per fp8 scale byte in the V4 latent layout
+DSV4_STATE_BYTES = 4  # compress state is fp32 (SGLANG_DSV4_COMPRESS_STATE_DTYPE default)
+DSV4_SMALL_BATCH = 32  # PD decode reserves 2x extra request slots at or below this per-rank batch
 RESERVED_DECODE_TOKENS = 5  # max_req_input_len = max_req_len - 5
 
 
@@ -95,15 +99,20 @@ class KVCost:
     detail: dict[str, float] = field(default_factory=dict)
 
 
-def kv_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool, tp_size: int = 1) -> KVCost:
-    """Per-token KV bytes per GPU for the model family of `config`."""
+def kv_cost(
+    config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool, tp_size: int = 1, page_size: int = 256
+) -> KVCost:
+    """Per-token KV bytes per GPU for the model family of `config`.
+
+    bf16 index keys apply to DeepSeek-V4 only (the fork's switch); DeepSeek-V3.2 always sizes fp8 keys on GPU.
+    """
     arch = _arch(config)
     layers = int(_req(config, "num_hidden_layers"))
     if arch == DSV4_ARCH:
-        return _dsv4_cost(config, kv_cache_dtype, bf16_index_k)
+        return _dsv4_cost(config, kv_cache_dtype, bf16_index_k, page_size)
     if arch in DSA_ARCHS:
         latent = mla_latent_bytes(config, kv_cache_dtype, scaled_fp8=True)
-        index = index_k_bytes(config, bf16_index_k)
+        index = index_k_bytes(config, False)
         per_layer = latent + index
         return KVCost(per_layer * layers, per_layer, layers, {"latent": latent, "index_k": index})
     if arch in MLA_ARCHS or config.get("kv_lora_rank"):
@@ -132,65 +141,75 @@ def _dsv4_ratios(config: Mapping[str, Any]) -> list[int]:
     return ratios
 
 
-def _dsv4_latent_bytes(config: Mapping[str, Any], kv_cache_dtype: str) -> int:
-    nope, rope = int(_req(config, "qk_nope_head_dim")), int(_req(config, "qk_rope_head_dim"))
+def _dsv4_check_kv_dtype(kv_cache_dtype: str) -> None:
     if kv_cache_dtype not in ("fp8_e4m3", "bfloat16", "bf16"):
         raise CapacityError(
             f"kv_cache_dtype={kv_cache_dtype!r} is not allowed for DeepSeek-V4; fix: fp8_e4m3 or bfloat16"
         )
-    return nope + rope * 2 + 8 if kv_cache_dtype == "fp8_e4m3" else (nope + rope) * 2
 
 
-def _dsv4_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool) -> KVCost:
-    """Full-token bytes: c4 layers keep kv/4 plus an index key/4, c128 layers kv/128; SWA is priced apart."""
+def _dsv4_head_dim(config: Mapping[str, Any]) -> int:
+    return int(_req(config, "qk_nope_head_dim")) + int(_req(config, "qk_rope_head_dim"))
+
+
+def _dsv4_slot_bytes(config: Mapping[str, Any]) -> int:
+    """One FlashMLA V4-layout latent slot: nope fp8 + rope bf16 + nope scales + pad (584 B), any KV dtype."""
+    nope, rope = int(_req(config, "qk_nope_head_dim")), int(_req(config, "qk_rope_head_dim"))
+    return nope + rope * 2 + nope // DSV4_QUANT_TILE + 1
+
+
+def _dsv4_paged_bytes(config: Mapping[str, Any], page_size: int, ratio: int = 0) -> float:
+    """Bytes per token of a paged latent cache: a page of page_size/ratio slots is padded to 576 B."""
+    slots = page_size // ratio if ratio else page_size
+    return _ceil_to(slots * _dsv4_slot_bytes(config), DSV4_PAGE_ALIGN) / slots
+
+
+def _dsv4_swa_token_bytes(config: Mapping[str, Any], page_size: int) -> float:
+    """One SWA slot over all layers, plus the c4 compress state the SWA pages carry (fp32 rings)."""
     ratios = _dsv4_ratios(config)
-    kv = _dsv4_latent_bytes(config, kv_cache_dtype)
+    index_dim = int(config.get("index_head_dim", 128))
+    state = 2 * 2 * (_dsv4_head_dim(config) + index_dim) * DSV4_STATE_BYTES
+    return _dsv4_paged_bytes(config, page_size) * len(ratios) + DSV4_C4_RING / page_size * state * ratios.count(4)
+
+
+def _dsv4_cost(config: Mapping[str, Any], kv_cache_dtype: str, bf16_index_k: bool, page_size: int) -> KVCost:
+    """Compressed bytes one full token adds: c4 layers a quarter slot and a quarter index key, c128 layers
+    1/128 of a slot. The SWA share is priced apart (it scales with swa_full_tokens_ratio)."""
+    _dsv4_check_kv_dtype(kv_cache_dtype)
+    ratios = _dsv4_ratios(config)
     index = index_k_bytes(config, bf16_index_k)
     c4, c128 = ratios.count(4), ratios.count(128)
-    c4_bytes = c4 * (kv / 4 + index / 4)
-    c128_bytes = c128 * kv / 128
+    c4_bytes = c4 * (_dsv4_paged_bytes(config, page_size, 4) + index) / 4
+    c128_bytes = c128 * _dsv4_paged_bytes(config, page_size, 128) / 128
     per_token = c4_bytes + c128_bytes
-    detail = {"latent": kv, "index_k": index, "c4_layers": c4, "c128_layers": c128, "c4": c4_bytes, "c128": c128_bytes}
+    detail = {
+        "slot": _dsv4_slot_bytes(config),
+        "index_k": index,
+        "c4_layers": c4,
+        "c128_layers": c128,
+        "c4": c4_bytes,
+        "c128": c128_bytes,
+    }
     return KVCost(per_token, per_token / len(ratios), len(ratios), detail)
 
 
-def _dsv4_swa_token_bytes(config: Mapping[str, Any], kv_cache_dtype: str, page_size: int) -> float:
-    """One SWA slot across all layers, plus the c4 compress state priced per SWA page (fp32 state)."""
-    ratios = _dsv4_ratios(config)
-    kv = _dsv4_latent_bytes(config, kv_cache_dtype)
-    head = int(_req(config, "qk_nope_head_dim")) + int(_req(config, "qk_rope_head_dim"))
-    index_dim = int(config.get("index_head_dim", 128))
-    state = 2 * 2 * (head + index_dim) * 4
-    return kv * len(ratios) + DSV4_C4_RING / page_size * state * ratios.count(4)
+def dsv4_request_slots(resolved: Mapping[str, Any]) -> int:
+    """Request slots the pools are sized for: running requests per DP rank + 1, plus PD decode's extra slots
+    (twice the per-rank batch when that is 32 or less, unless declared)."""
+    per_rank = max(1, int(resolved["max_running_requests"]) // max(1, int(resolved.get("attn_dp_size") or 1)))
+    if resolved.get("disaggregation_mode") != "decode":
+        return per_rank + 1
+    extra = resolved.get("disaggregation_decode_extra_slots")
+    if extra is None:
+        per_replica = max(1, int(resolved["max_running_requests"]) // max(1, int(resolved.get("dp_size") or 1)))
+        extra = 2 * per_replica if per_replica <= DSV4_SMALL_BATCH else 0
+    return per_rank + int(extra) + 1
 
 
-def _dsv4_fixed_bytes(
-    config: Mapping[str, Any], resolved: Mapping[str, Any], page_size: int, ratio_explicit: bool
-) -> tuple[int, int]:
-    """Request-scoped bytes taken before the full pool: the capped SWA pool and the c128 state rings.
-
-    Returns (fixed bytes, SWA tokens). With an explicit swa_full_tokens_ratio the SWA pool scales with the
-    full pool instead, which the caller prices per token.
-    """
-    window = int(config.get("sliding_window") or config.get("window_size") or 128)
-    mrr = int(resolved["max_running_requests"])
-    mode = resolved.get("disaggregation_mode") or "null"
-    per_request = window + 1 + page_size + page_size  # window, eviction step, alignment pad, decode page
-    if mode == "decode":
-        cap = per_request * mrr
-    else:
-        cap = per_request * mrr + 2 * int(resolved.get("chunked_prefill_size") or 0) + page_size
-    tails = 0 if resolved.get("disable_radix_cache") or mode == "decode" else 4 * mrr
-    swa_tokens = _ceil_to(cap + tails * (window + page_size), page_size)
-    ratios = _dsv4_ratios(config)
-    head = int(_req(config, "qk_nope_head_dim")) + int(_req(config, "qk_rope_head_dim"))
-    slots = mrr + 1
-    rows = _ceil_to(slots * DSV4_C128_RING + DSV4_C128_RING + 1, 128)
-    c128_state = rows * 2 * head * 4 * ratios.count(128)
-    if ratio_explicit:
-        return c128_state, 0
-    swa_bytes = swa_tokens * _dsv4_swa_token_bytes(config, str(resolved["kv_cache_dtype"]), page_size)
-    return int(swa_bytes) + c128_state, swa_tokens
+def _dsv4_fixed_bytes(config: Mapping[str, Any], resolved: Mapping[str, Any]) -> int:
+    """Request-scoped bytes taken before the token pool: the c128 compress-state rings (fp32)."""
+    rows = _ceil_to(dsv4_request_slots(resolved) * DSV4_C128_RING + DSV4_C128_RING + 1, 128)
+    return rows * 2 * _dsv4_head_dim(config) * DSV4_STATE_BYTES * _dsv4_ratios(config).count(128)
 
 
 def _ceil_to(value: int, step: int) -> int:
@@ -292,6 +311,55 @@ def _check_inputs(envelope: Mapping[str, Any], gpu_memory_gib: float) -> None:
             raise CapacityError(f"{name}={value!r} must be > 0")
 
 
+@dataclass(frozen=True)
+class PoolSize:
+    """What SGLang's pool configurator derives from a KV byte budget (per GPU)."""
+
+    max_total_num_tokens: int
+    swa_tokens: int
+    bytes_per_token: float  # per full token, the SWA share included
+    fixed_bytes: int  # request-scoped, taken before the token pool
+    max_running_requests: int  # per DP rank
+    context_len: int
+
+
+def size_pool(model_config: Mapping[str, Any], args: Mapping[str, Any], budget_bytes: int) -> PoolSize:
+    """Size the KV pool from `budget_bytes` available after the weights, as SGLang 0.5.23 does.
+
+    `args` are resolved server args (resolve_args). DeepSeek-V4 (DSV4PoolConfigurator): the model override sets
+    swa_full_tokens_ratio (0.1) before the cache hook looks, so the SWA pool is always a share of the full pool and
+    is priced per full token; the c128 compress-state rings are request-scoped. Other models
+    (DefaultPoolConfigurator): the per-token cell only. Then --max-total-tokens caps the pool, page aligned, and
+    the running requests follow from the final capacity (resolve_max_num_reqs).
+    """
+    page = int(args["page_size"])
+    context_len = model_context_len(model_config)
+    if args.get("context_length") is not None:
+        context_len = int(args["context_length"])
+    cost = kv_cost(
+        model_config, str(args["kv_cache_dtype"]), bool(args.get("bf16_index_k")), int(args["tp_size"]), page
+    )
+    per_token, fixed, ratio = cost.per_token, 0, 0.0
+    if is_dsv4(model_config):
+        ratio = float(args["swa_full_tokens_ratio"])
+        per_token += ratio * _dsv4_swa_token_bytes(model_config, page)
+        fixed = _dsv4_fixed_bytes(model_config, args)
+    tokens = int(max(budget_bytes - fixed, 0) / per_token) // page * page
+    if tokens <= 0:
+        raise CapacityError(
+            f"Not enough memory. Please try to increase --mem-fraction-static "
+            f"(mem_fraction_static={args['mem_fraction_static']}, KV budget {(budget_bytes - fixed) / GIB:.2f} GiB); "
+            "fix: raise mem_fraction_static or lower max_running_requests"
+        )
+    if args.get("max_total_tokens") is not None:
+        tokens = min(tokens, int(args["max_total_tokens"])) // page * page
+    swa_tokens = int(tokens * ratio) // page * page
+    running = resolve_max_running_requests(
+        args.get("max_running_requests"), tokens, context_len, args.get("attn_dp_size")
+    )
+    return PoolSize(tokens, swa_tokens, per_token, fixed, running, context_len)
+
+
 def resolve_engine(
     model_config: Mapping[str, Any],
     envelope: Mapping[str, Any],
@@ -319,21 +387,6 @@ def resolve_engine(
             raise CapacityError("params_b is unknown: declare the model's parameter count (billions) or weights_gib")
         weights = weights_bytes_per_gpu(float(pb), str(quant), tp)
 
-    context_len = model_context_len(model_config)
-    if args.get("context_length") is not None:
-        context_len = int(args["context_length"])
-
-    bf16_index = bool(args.get("bf16_index_k"))
-    cost = kv_cost(model_config, str(args["kv_cache_dtype"]), bf16_index, tp)
-    per_token = cost.per_token
-    fixed, swa_tokens = 0, 0
-    if is_dsv4(model_config):
-        # An operator's --swa-full-tokens-ratio sizes SWA per token; else SGLang caps it by the request count.
-        ratio = envelope.get("swa_full_tokens_ratio")
-        fixed, swa_tokens = _dsv4_fixed_bytes(model_config, args, page, ratio is not None)
-        if ratio is not None:
-            per_token += float(ratio) * _dsv4_swa_token_bytes(model_config, str(args["kv_cache_dtype"]), page)
-
     pre_load_free = (gpu_memory_gib - cuda_context_gib) * GIB
     rest = pre_load_free * float(args["mem_fraction_static"]) - weights
     if rest <= 0:
@@ -341,21 +394,9 @@ def resolve_engine(
             f"weights ({weights / GIB:.1f} GiB per GPU) leave no GPU memory at mem_fraction_static="
             f"{args['mem_fraction_static']} on {gpu_memory_gib} GiB GPUs; fix: raise mem_fraction_static or tp_size"
         )
-    tokens = int((rest - fixed) // per_token) // page * page
-    if tokens <= 0:
-        raise CapacityError(
-            f"Not enough memory. Please try to increase --mem-fraction-static "
-            f"(mem_fraction_static={args['mem_fraction_static']}, KV budget {(rest - fixed) / GIB:.2f} GiB); "
-            "fix: raise mem_fraction_static or lower max_running_requests"
-        )
-    if args.get("max_total_tokens") is not None:
-        tokens = min(tokens, int(args["max_total_tokens"]))
-    if swa_tokens == 0 and is_dsv4(model_config):
-        swa_tokens = int(tokens * float(args.get("swa_full_tokens_ratio") or DSV4_DEFAULT_SWA_RATIO)) // page * page
-
-    running = resolve_max_running_requests(
-        args.get("max_running_requests"), tokens, context_len, args.get("attn_dp_size")
-    )
+    pool = size_pool(model_config, args, int(rest))
+    context_len, tokens, swa_tokens = pool.context_len, pool.max_total_num_tokens, pool.swa_tokens
+    per_token, fixed, running = pool.bytes_per_token, pool.fixed_bytes, pool.max_running_requests
     max_req_len = min(context_len - 1, tokens - 1)
     kv_bytes = int(tokens * per_token + fixed)
     memory = {

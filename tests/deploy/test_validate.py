@@ -43,7 +43,7 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "context-above-kv-pool",
-        _with("sglang_prefill", mem_fraction_static=0.4),
+        _with("sglang_prefill", mem_fraction_static=0.29),
         ["sglang_engine_common.context_length=524288", "above the KV pool", "fix: lower context_length or raise"],
     ),
     (

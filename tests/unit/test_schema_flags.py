@@ -116,7 +116,7 @@ def test_the_production_envelope_validates(dsv4: dict[str, Any]) -> None:
         ({"gpu_ids": [4, 5, 6]}, "tp_size=4 needs exactly 4 GPUs"),
         ({"port": 8998}, "sglang_decode.port=8998: port already used by sglang_prefill"),
         ({"context_length": 2_000_000}, "above the model's maximum 1048576"),
-        ({"context_length": 1048576, "mem_fraction_static": 0.32}, "above the KV pool this envelope gets"),
+        ({"context_length": 1048576, "mem_fraction_static": 0.31}, "above the KV pool this envelope gets"),
         ({"max_total_tokens": 1000}, "below one full-length request"),
         ({"mem_fraction_static": 1.5}, "must be in (0, 1)"),
         ({"chunked_prefill_size": 32768, "max_prefill_tokens": 16384}, "larger than max_prefill_tokens=16384"),
