@@ -1,97 +1,26 @@
 """Run SGLang's patched modules on CPU; run inside the parser venv with the patched tree first on sys.path.
 
-    python sglang_patched_probe.py TREE DEPS {budget|score}
+    python sglang_patched_probe.py TREE {budget|score}
 
-Prints one JSON object. CUDA-only or absent packages (triton, tvm_ffi, ...) are
-stubbed just enough for the modules to import; nothing that is measured runs
-through a stub.
+Prints one JSON object. The CUDA-only imports are stubbed by the bootstrap the conformance tests use
+(tests/conformance/sglang_cpu.py); nothing that is measured runs through a stub.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import json
-import os
 import sys
-import tempfile
-import types
+from pathlib import Path
 from typing import Any
 
-# Packages the patched modules import but never call on this path.
-STUBBED = ("triton", "tvm_ffi", "torchvision", "sentencepiece", "compressed_tensors", "gguf", "partial_json_parser")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+import sglang_cpu
 
 
-class _AnyMeta(type):
-    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **_: Any) -> _AnyMeta:
-        return super().__new__(mcls, name, bases, ns)
-
-    def __init__(cls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **_: Any) -> None:
-        super().__init__(name, bases, ns)
-
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        sub = _AnyMeta(name, (_Any,), {})
-        setattr(cls, name, sub)
-        return sub
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 1 and callable(args[0]) and not kwargs:
-            return args[0]
-        return cls
-
-    def __getitem__(cls, item: Any) -> Any:
-        return cls
-
-
-class _Any(metaclass=_AnyMeta):
-    def __init_subclass__(cls, **_: Any) -> None:
-        pass
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        sub = _AnyMeta(name, (_Any,), {})
-        setattr(self, name, sub)
-        return sub
-
-
-class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name.split(".")[0] in STUBBED:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _StubModule(spec.name)
-        module.__path__ = []
-        module.__version__ = "0.0.0"
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-
-def install_stubs(tree: str, deps: str) -> None:
-    # torch decides once whether triton exists: let it see none before the stub goes in.
-    import torch._inductor.runtime.hints
-    import torch._inductor.runtime.triton_compat  # noqa: F401
-    import torch.utils._triton as torch_triton
-
-    torch_triton.has_triton_package()
-    torch_triton.has_triton()
-    meta = tempfile.mkdtemp(prefix="stub-dist-")
-    for name in STUBBED:
-        info = os.path.join(meta, f"{name}-0.0.0.dist-info")
-        os.makedirs(info)
-        with open(os.path.join(info, "METADATA"), "w") as handle:
-            handle.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.0\n")
-    sys.path[:0] = [tree]
-    sys.path += [deps, meta]
-    sys.meta_path.insert(0, _Finder())
+def load_patched(tree: str) -> None:
+    """Bootstrap SGLang on CPU with the patched tree ahead of the venv's own sglang."""
+    sglang_cpu.install()
+    sys.path.insert(0, tree)
 
 
 def budget() -> dict[str, Any]:
@@ -157,8 +86,8 @@ def score() -> dict[str, Any]:
 
 
 def main() -> None:
-    tree, deps, what = sys.argv[1:4]
-    install_stubs(tree, deps)
+    tree, what = sys.argv[1:3]
+    load_patched(tree)
     result = {"budget": budget, "score": score}[what]()
     json.dump(result, sys.stdout)
 

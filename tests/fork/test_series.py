@@ -86,10 +86,10 @@ def test_store_header_is_the_kernels_copy(patched_tree: Path) -> None:
     [(None, "fp8", 132), ("1", "bf16", 256), ("TRUE", "bf16", 256), ("0", "fp8", 132)],
 )
 def test_patched_budget_follows_the_switch(
-    patched_tree: Path, check_deps: Path, switch: str | None, dtype: str, index_bytes: int
+    patched_tree: Path, switch: str | None, dtype: str, index_bytes: int
 ) -> None:
     env = {} if switch is None else {"SGLANG_DSV4_BF16_INDEX_K": switch}
-    got = run_probe(patched_tree, check_deps, "budget", **env)
+    got = run_probe(patched_tree, "budget", **env)
     assert str(got["module"]).startswith(str(patched_tree))
     assert got["dtype"] == dtype
     assert got["bytes_per_token"] == index_bytes
@@ -98,8 +98,8 @@ def test_patched_budget_follows_the_switch(
     assert got["fp4_bytes_per_token"] == 68  # the fp4 indexer is untouched
 
 
-def test_bf16_scoring_matches_reference(patched_tree: Path, check_deps: Path) -> None:
-    got = run_probe(patched_tree, check_deps, "score")
+def test_bf16_scoring_matches_reference(patched_tree: Path) -> None:
+    got = run_probe(patched_tree, "score")
     assert got["shape"] == [3, 384]
     assert got["masked_zero"] is True
     # bf16 q.k products round once (bf16 bmm output): well under 1 % of the largest logit.
