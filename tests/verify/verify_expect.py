@@ -44,6 +44,9 @@ VERIFY_DEFAULTS: dict[str, Any] = {
     "sglang_verify_probe_max_total": 48,  # cap of the total-context probe's concurrent long requests
     "sglang_verify_probe_deadline_secs": 45,  # hard bound of one probe run on the host
     "sglang_verify_probe_token_id": 100,  # token id repeated to build exact-length prompts
+    "sglang_verify_recall_probe": False,  # needle-in-a-haystack recall through the router (off everywhere)
+    "sglang_verify_recall_route": "chat",  # chat (/v1/chat/completions) or generate (/generate)
+    "sglang_verify_recall_timeout_secs": 300,  # per recall request
     "sglang_verify_extra_listeners": [],  # "ADDR:PORT" patterns a server may listen on besides its own
     "sglang_verify_gpu_memory_tolerance": 0.05,  # nvidia-smi memory vs sglang_gpu_memory_gib
     "sglang_verify_http_timeout": 5.0,  # seconds per HTTP call the checks make on the host
