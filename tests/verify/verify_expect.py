@@ -74,7 +74,9 @@ _RENDER = (
     "sglang_engine_current_link",
     "sglang_engine_health_path",
     "sglang_router_health_path",
+    "sglang_build_source",
     "sglang_build_source_sha",
+    "sglang_build_wheel_sha256",
     "sglang_build_releases_dir",
     *VERIFY_DEFAULTS,
 )
@@ -289,7 +291,11 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
         gpu_memory_gib=float(v["sglang_gpu_memory_gib"]) if v.get("sglang_gpu_memory_gib") else None,
         install=str(v.get("sglang_engine_install") or ""),
         current_link=str(v.get("sglang_engine_current_link") or "/opt/sglang/current"),
-        build_sha=str(v.get("sglang_build_source_sha") or ""),
+        # The build role names a release after its source: the wheel's sha256, or the fork's commit.
+        build_sha=str(
+            v.get("sglang_build_source_sha" if v.get("sglang_build_source") == "git" else "sglang_build_wheel_sha256")
+            or ""
+        ),
         releases_dir=str(v.get("sglang_build_releases_dir") or "/opt/sglang/releases"),
         gpu_ids=gpu_ids,
     )

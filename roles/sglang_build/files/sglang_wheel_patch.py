@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Apply a patch series to a pinned SGLang wheel and repack it with a local version.
 
-    sglang_wheel_patch.py --wheel W.whl --sha256 HEX --series DIR --out OUTDIR [--work DIR]
+    sglang_wheel_patch.py patch  --wheel W.whl --sha256 HEX --series DIR --out OUTDIR [--work DIR]
+    sglang_wheel_patch.py unpack --wheel W.whl --sha256 HEX --tree DIR
+    sglang_wheel_patch.py repack --tree DIR --wheel-name W.whl --local TAG --out OUTDIR
 
+``patch`` does it all:
 1. checks the wheel's sha256;
 2. unpacks it;
 3. dry-runs every patch of DIR/series in order (``git apply --check``); a patch
@@ -10,6 +13,10 @@
 4. applies them;
 5. repacks the wheel as ``<version>+dsv4bf16.<series hash>``: the dist-info
    directory is renamed, METADATA's Version and every RECORD hash are rewritten.
+
+``unpack`` and ``repack`` are steps 1-2 and 5 alone, for roles/sglang_build, which
+applies the series itself (the same dry run and apply for a wheel as for a git fork)
+and passes the local version (``dsv4bf16.<series hash>``) it computed.
 
 Prints one JSON object: the output wheel, its sha256, the local version and the
 series hash. Exit status 2 on a refused input, 3 on a patch that does not apply.
@@ -67,11 +74,10 @@ def read_series(series_dir: Path) -> list[Path]:
 
 
 def series_hash(patches: list[Path]) -> str:
-    """sha256 over the patch names and contents, in order; the first 12 hex go in the version."""
-    digest = hashlib.sha256()
-    for patch in patches:
-        digest.update(patch.name.encode() + b"\0" + hashlib.sha256(patch.read_bytes()).digest())
-    return digest.hexdigest()
+    """sha256 of the lines "<patch name> <patch sha256>", in order, joined by newlines; the first 12 hex go
+    in the version. roles/sglang_build computes the same digest from its patch list."""
+    listing = "\n".join(f"{patch.name} {sha256_file(patch)}" for patch in patches)
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def _git(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -140,56 +146,89 @@ def pack(tree: Path, out: Path) -> None:
             wheel.writestr(info, path.read_bytes())
 
 
-def patch_wheel(wheel: Path, sha256: str, series_dir: Path, out_dir: Path, work: Path | None = None) -> dict[str, str]:
+def check_wheel(wheel: Path, sha256: str) -> tuple[str, list[str]]:
+    """Refuse a missing wheel, a wrong sha256 or a local version; return (base version, name parts)."""
     if not wheel.is_file():
         raise PatchError(f"wheel {wheel} does not exist")
     actual = sha256_file(wheel)
     if actual != sha256.lower():
         raise PatchError(f"wheel {wheel.name} has sha256 {actual}, expected {sha256}")
+    return split_name(wheel.name)
+
+
+def split_name(wheel_name: str) -> tuple[str, list[str]]:
+    parts = wheel_name[: -len(".whl")].split("-") if wheel_name.endswith(".whl") else []
+    if len(parts) < 5:
+        raise PatchError(f"{wheel_name} is not a wheel file name")
+    if "+" in parts[1]:
+        raise PatchError(f"{wheel_name} already has a local version")
+    return parts[1], parts
+
+
+def unpack(wheel: Path, sha256: str, tree: Path) -> None:
+    check_wheel(wheel, sha256)
+    tree.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tree)
+
+
+def repack(tree: Path, wheel_name: str, local: str, out_dir: Path) -> dict[str, str]:
+    """Relabel the (patched) unpacked tree as <version>+<local> and zip it into out_dir."""
+    if not re.fullmatch(r"[A-Za-z0-9]+(\.[A-Za-z0-9]+)*", local):
+        raise PatchError(f"{local!r} is not a local version label")
+    base_version, parts = split_name(wheel_name)
+    version = f"{base_version}+{local}"
+    relabel(tree, version)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = "-".join([parts[0], version, *parts[2:]]) + ".whl"
+    partial = out_dir / (name + ".part")
+    pack(tree, partial)
+    partial.replace(out_dir / name)
+    out = out_dir / name
+    return {"wheel": str(out), "sha256": sha256_file(out), "version": version}
+
+
+def patch_wheel(wheel: Path, sha256: str, series_dir: Path, out_dir: Path, work: Path | None = None) -> dict[str, str]:
     patches = read_series(series_dir)
     digest = series_hash(patches)
-    parts = wheel.name[: -len(".whl")].split("-")
-    if len(parts) < 5:
-        raise PatchError(f"{wheel.name} is not a wheel file name")
-    base_version = parts[1]
-    if "+" in base_version:
-        raise PatchError(f"{wheel.name} already has a local version")
-    version = f"{base_version}+{LOCAL_TAG}.{digest[:12]}"
-    out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as scratch:
         tree = Path(scratch) / "tree"
-        tree.mkdir()
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(tree)
+        unpack(wheel, sha256, tree)
         apply_series(tree, patches)
-        relabel(tree, version)
-        name = "-".join([parts[0], version, *parts[2:]]) + ".whl"
-        partial = out_dir / (name + ".part")
-        pack(tree, partial)
-        partial.replace(out_dir / name)
-    out = out_dir / name
-    return {
-        "wheel": str(out),
-        "sha256": sha256_file(out),
-        "version": version,
-        "series_sha256": digest,
-        "patches": ",".join(p.name for p in patches),
-    }
+        result = repack(tree, wheel.name, f"{LOCAL_TAG}.{digest[:12]}", out_dir)
+    return {**result, "series_sha256": digest, "patches": ",".join(p.name for p in patches)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", type=Path, required=True)
-    parser.add_argument("--sha256", required=True)
-    parser.add_argument("--series", type=Path, required=True, help="directory holding the patches and `series`")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--work", type=Path, default=None, help="scratch parent directory")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    commands = parser.add_subparsers(dest="command", required=True)
+    one = commands.add_parser("patch", help="check, unpack, apply the series, repack")
+    one.add_argument("--wheel", type=Path, required=True)
+    one.add_argument("--sha256", required=True)
+    one.add_argument("--series", type=Path, required=True, help="directory holding the patches and `series`")
+    one.add_argument("--out", type=Path, required=True)
+    one.add_argument("--work", type=Path, default=None, help="scratch parent directory")
+    unpacking = commands.add_parser("unpack", help="check the sha256 and unpack")
+    unpacking.add_argument("--wheel", type=Path, required=True)
+    unpacking.add_argument("--sha256", required=True)
+    unpacking.add_argument("--tree", type=Path, required=True)
+    repacking = commands.add_parser("repack", help="relabel an unpacked tree with a local version and zip it")
+    repacking.add_argument("--tree", type=Path, required=True)
+    repacking.add_argument("--wheel-name", required=True, help="file name of the wheel the tree came from")
+    repacking.add_argument("--local", required=True, help="local version label, e.g. dsv4bf16.0123abcd4567")
+    repacking.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    if shutil.which("git") is None:
+    if args.command == "patch" and shutil.which("git") is None:
         print("git is required to apply the series", file=sys.stderr)
         return 2
     try:
-        result = patch_wheel(args.wheel, args.sha256, args.series, args.out, args.work)
+        if args.command == "patch":
+            result = patch_wheel(args.wheel, args.sha256, args.series, args.out, args.work)
+        elif args.command == "unpack":
+            unpack(args.wheel, args.sha256, args.tree)
+            result = {"tree": str(args.tree)}
+        else:
+            result = repack(args.tree, args.wheel_name, args.local, args.out)
     except PatchError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
