@@ -1,53 +1,39 @@
-"""Fixtures of the patch-series checks: the pinned wheel (cached under .cache/), the patched tree."""
+"""Fixtures of the patch-series checks: the pinned wheel and the patched tree (both cached under .cache/)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from sglang_patched_tree import (
+    CACHE,
+    PARSER_PYTHON,
+    REPO,
+    SERIES,
+    WHEEL_SHA256,
+    pip_download,
+    sglang_wheel_patch,
+)
+from sglang_patched_tree import patched_tree as build_patched_tree
+from sglang_patched_tree import pinned_wheel as cached_wheel
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".cache"
-SERIES = REPO / "patches/sglang-0.5.23"
-PARSER_PYTHON = CACHE / "sglang-parser-venv/bin/python"
-WHEEL_NAME = "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
-WHEEL_SHA256 = "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
 TVM_FFI = "apache-tvm-ffi==0.1.11"
-
-sys.path.insert(0, str(REPO / "roles/sglang_build/files"))
-import sglang_wheel_patch  # noqa: E402
-
-
-def pip_download(spec: str, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", str(dest)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"pip download {spec} failed: {proc.stderr[-2000:]}")
+__all__ = ["REPO", "SERIES", "WHEEL_SHA256", "run_probe", "sglang_wheel_patch"]
 
 
 @pytest.fixture(scope="session")
 def pinned_wheel() -> Path:
-    wheel = CACHE / "wheels" / WHEEL_NAME
-    if not wheel.is_file():
-        pip_download("sglang==0.5.23", wheel.parent)
-    assert sglang_wheel_patch.sha256_file(wheel) == WHEEL_SHA256
-    return wheel
+    return cached_wheel()
 
 
 @pytest.fixture(scope="session")
-def patched_tree(pinned_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tree = tmp_path_factory.mktemp("patched") / "tree"
-    tree.mkdir()
-    with zipfile.ZipFile(pinned_wheel) as archive:
-        archive.extractall(tree)
-    sglang_wheel_patch.apply_series(tree, sglang_wheel_patch.read_series(SERIES))
-    return tree
+def patched_tree(pinned_wheel: Path) -> Path:
+    """The series applied to the pinned wheel (.cache/sglang-patched/<series hash>, shared with the bench)."""
+    return build_patched_tree()
 
 
 @pytest.fixture(scope="session")
