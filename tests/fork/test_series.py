@@ -7,6 +7,7 @@ import compileall
 import csv
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -14,10 +15,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SERIES, WHEEL_SHA256, run_probe, sglang_wheel_patch
+from sglang_patched_tree import PARSER_PYTHON, REPO, SERIES, WHEEL_SHA256, sglang_wheel_patch
 
 JIT = "sglang/kernels/jit"
 ARCHS = {"sm_90a": "900", "sm_100a": "1000"}
+
+
+def run_probe(tree: Path, what: str, **env: str) -> dict[str, object]:
+    if not PARSER_PYTHON.is_file():
+        pytest.fail(f"{PARSER_PYTHON} is missing; fix: run `make parser-venv` (make test does it)")
+    environ = {k: v for k, v in os.environ.items() if k != "SGLANG_DSV4_BF16_INDEX_K"} | env
+    cmd = [str(PARSER_PYTHON), str(Path(__file__).with_name("sglang_patched_probe.py")), str(tree), what]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=300, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
 
 
 def patched_files() -> list[str]:
@@ -135,3 +146,12 @@ def test_patched_cuh_compiles(patched_tree: Path, tvm_ffi_include: Path, tmp_pat
     assert proc.returncode == 0, proc.stderr[-4000:]
     symbols = subprocess.run(["nm", "-C", str(tmp_path / "unit.o")], capture_output=True, text=True).stdout
     assert "fused_norm_rope_indexer<__nv_bfloat16, (sglang::ForwardMode)0, 6, true, 0, true>" in symbols
+
+
+def test_gpu_check_reports_a_missing_device() -> None:
+    """patches/gpu_check.py (the H200 check) refuses to pass without a CUDA device: exit 2, saying why."""
+    proc = subprocess.run(
+        [str(PARSER_PYTHON), str(REPO / "patches/gpu_check.py")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "FAIL setup: no CUDA device" in proc.stdout
