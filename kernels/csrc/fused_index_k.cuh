@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "fused_index_k.h"
+#include "index_k_store.cuh"
 
 namespace dsv4_index_k {
 
@@ -112,14 +113,8 @@ __device__ __forceinline__ void rotate(float (&y)[kValuesPerLane], int lane, con
 __device__ __forceinline__ void store_row(const float (&y)[kValuesPerLane], int lane, uint8_t* cache,
                                           int64_t slot, int head, const Dsv4IndexKArgs& a,
                                           __nv_bfloat16* /*tag*/) {
-  __nv_bfloat162 lo = __floats2bfloat162_rn(y[0], y[1]);
-  __nv_bfloat162 hi = __floats2bfloat162_rn(y[2], y[3]);
-  uint2 packed;
-  packed.x = *reinterpret_cast<uint32_t*>(&lo);
-  packed.y = *reinterpret_cast<uint32_t*>(&hi);
   const int64_t row = slot * a.num_heads + head;
-  uint8_t* dst = cache + row * IndexKFormat<__nv_bfloat16>::kBytesPerTokenHead;
-  reinterpret_cast<uint2*>(dst)[lane] = packed;
+  store_bf16_lane(y, lane, cache + row * IndexKFormat<__nv_bfloat16>::kBytesPerTokenHead);
 }
 
 __device__ __forceinline__ void store_row(const float (&y)[kValuesPerLane], int lane, uint8_t* cache,

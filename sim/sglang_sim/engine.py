@@ -12,6 +12,7 @@ from typing import Any
 
 from sglang_envelope.sglang_request import length_error
 
+from . import recall
 from .config import EngineConfig
 from .metrics import Stats
 from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, PrefillLink, RoomRegistry
@@ -135,8 +136,11 @@ class Engine:
         stream: bool,
         rid: str,
         bootstrap: Bootstrap,
+        words: list[str] | None = None,
     ) -> SimRequest:
-        """Validate a request as SGLang 0.5.23 does and build it. Raises RequestError(400) on a limit."""
+        """Validate a request as SGLang 0.5.23 does and build it. Raises RequestError(400) on a limit.
+
+        words: the prompt's words (tokens), when it came as text; the simulated model's recall reads them."""
         lim = self.limits
         context_len = lim.context_len
         auto_truncate = bool(self.cfg.args.get("allow_auto_truncate"))
@@ -162,6 +166,8 @@ class Engine:
         cap = max(0, lim.max_req_len - len(ids) - 1)
         effective = cap if requested is None else max(0, min(requested, cap))
         req = SimRequest(rid=rid, input_ids=ids, max_new_tokens=effective, stream=stream)
+        if words:
+            req.answer = recall.answer(words[: len(ids)], self.settings.bf16_index_k)
         # Without a client limit the simulated model ends its answer (EOS) after a fixed length.
         if requested is None:
             req.output_len = min(effective, self.settings.default_output_tokens)

@@ -31,7 +31,16 @@ def internal_state(engine: Engine, sched: Scheduler) -> dict[str, Any]:
         "disaggregation_mode": cfg.mode,
         "decode_cuda_graph_bs": list(cfg.args["cuda_graph_bs_decode"]),
         "decode_cuda_graph_memory_gb": _graph_gb(engine, "decode"),
+        # What the DeepSeek-V4 indexer stores, as the patched SGLang reports it (patches/sglang-0.5.23, 0001).
+        "dsv4_index_k_dtype": index_k_dtype(engine),
     }
+
+
+def index_k_dtype(engine: Engine) -> str:
+    """ "fp4" with the fp4 indexer, else "bf16" when SGLANG_DSV4_BF16_INDEX_K is 1/true, else "fp8"."""
+    if engine.cfg.args.get("enable_deepseek_v4_fp4_indexer"):
+        return "fp4"
+    return "bf16" if engine.settings.bf16_index_k else "fp8"
 
 
 def server_info(engine: Engine) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class SimRequest:
     output_len: int = -1  # tokens the simulated model produces (<= max_new_tokens); -1 = max_new_tokens
     stops_on_eos: bool = False
     bootstrap: tuple[str, int, int] | None = None  # (host, port, room) in decode/prefill mode
+    answer: str | None = None  # a recalled needle value, the first generated word (recall.py)
     created: float = field(default_factory=time.monotonic)
     phase: Phase = Phase.WAITING
     held: int = 0  # KV tokens held in the pool

@@ -264,12 +264,13 @@ class Api:
         }
 
     def _text(self, req: SimRequest, start: int, end: int) -> str:
-        return self.engine.tokenizer.decode(self.engine.tokenizer.output_ids(req.prompt_len, start, end))
+        return self.engine.tokenizer.output_text(req.prompt_len, start, end, req.answer)
 
     def _prepare_generate(self, body: dict[str, Any], bootstrap: Bootstrap, stream: bool) -> SimRequest:
         params = body.get("sampling_params") or {}
         if not isinstance(params, dict):
             raise RequestError(400, "sampling_params must be an object")
+        words: list[str] | None = None
         if body.get("input_ids") is not None:
             ids = body["input_ids"]
             if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
@@ -278,6 +279,7 @@ class Api:
             if not isinstance(body["text"], str):
                 raise RequestError(400, "The simulator serves one prompt per request: text must be a string")
             ids = self.engine.tokenizer.encode(body["text"])
+            words = body["text"].split()
         else:
             raise RequestError(400, "Either text, input_ids or input_embeds should be provided.")
         return self.engine.prepare(
@@ -287,6 +289,7 @@ class Api:
             stream=stream,
             rid=str(body.get("rid") or self.engine.new_rid()),
             bootstrap=bootstrap,
+            words=words,
         )
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
@@ -311,8 +314,8 @@ class Api:
         return _json(self._generate_body(req))
 
     def _generate_body(self, req: SimRequest) -> dict[str, Any]:
-        ids = self.engine.tokenizer.output_ids(req.prompt_len, 0, req.generated)
-        return {"text": self.engine.tokenizer.decode(ids), "output_ids": ids, "meta_info": self._meta(req)}
+        ids = self.engine.tokenizer.output_ids(req.prompt_len, 0, req.generated, req.answer)
+        return {"text": self._text(req, 0, req.generated), "output_ids": ids, "meta_info": self._meta(req)}
 
     async def _sse_error(self, request: web.Request, err: RequestError) -> web.StreamResponse:
         resp = web.StreamResponse(headers=SSE_HEADERS)
@@ -361,23 +364,25 @@ class Api:
             )
         return max_tokens
 
-    def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
+    def _prompt(self, body: dict[str, Any], chat: bool) -> tuple[list[int], list[str] | None]:
+        """The prompt's token ids, and its words when it came as text."""
         tok = self.engine.tokenizer
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise RequestError(400, "messages must be a non-empty list")
             try:
-                return tok.encode_chat(messages)
+                words = tok.chat_words(messages)
             except ValueError as e:
                 raise RequestError(400, str(e)) from None
+            return tok.encode(" ".join(words)), words
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            return tok.encode(prompt)
+            return tok.encode(prompt), prompt.split()
         if isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
-            return prompt
+            return prompt, None
         raise RequestError(400, "The simulator serves one prompt per request: prompt must be a string or token ids")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -396,13 +401,15 @@ class Api:
             body = await _read_json(request)
             bootstrap = Bootstrap.from_body(body)
             stream = bool(body.get("stream"))
+            ids, words = self._prompt(body, chat)
             req = self.engine.prepare(
-                self._prompt_ids(body, chat),
+                ids,
                 self._openai_max_tokens(body, chat),
                 default_max_new_tokens=None,
                 stream=stream,
                 rid=str(body.get("rid") or self.engine.new_rid("chatcmpl-" if chat else "cmpl-")),
                 bootstrap=bootstrap,
+                words=words,
             )
         except RequestError as e:
             self.engine.reject_room(bootstrap, e.message)

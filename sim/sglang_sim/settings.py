@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .recall import bf16_index_k_switch
+
 
 def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
     raw = env.get(name)
@@ -26,7 +28,7 @@ class SimSettings:
 
     gpu_memory_gib: float = 141.0  # SGLANG_SIM_GPU_MEMORY_GIB: simulated memory per GPU (H200)
     weights_gib_per_gpu: float | None = None  # SGLANG_SIM_WEIGHTS_GIB_PER_GPU: overrides the weights estimate
-    bf16_index_k: bool = False  # SGLANG_DSV4_BF16_INDEX_K=1: bf16 indexer keys (fewer KV tokens)
+    bf16_index_k: bool = False  # SGLANG_DSV4_BF16_INDEX_K=1/true: bf16 indexer keys (fewer KV tokens, recall)
     allow_longer_context: bool = False  # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, as in SGLang
     startup_delay_s: float = 0.0  # SGLANG_SIM_STARTUP_DELAY_S: /health answers 503 this long
     ttft_ms: float = 20.0  # SGLANG_SIM_TTFT_MS: admission to first token
@@ -46,7 +48,7 @@ class SimSettings:
         return cls(
             gpu_memory_gib=_float(e, "SGLANG_SIM_GPU_MEMORY_GIB", cls.gpu_memory_gib, 0.001),
             weights_gib_per_gpu=_float(e, "SGLANG_SIM_WEIGHTS_GIB_PER_GPU", 0.0) if weights else None,
-            bf16_index_k=e.get("SGLANG_DSV4_BF16_INDEX_K") == "1",
+            bf16_index_k=bf16_index_k_switch(e),
             allow_longer_context=e.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() in ("1", "true"),
             startup_delay_s=_float(e, "SGLANG_SIM_STARTUP_DELAY_S", cls.startup_delay_s),
             ttft_ms=_float(e, "SGLANG_SIM_TTFT_MS", cls.ttft_ms),

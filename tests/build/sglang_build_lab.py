@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -11,7 +12,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles/sglang_build"
 FIXTURE = Path(__file__).resolve().parent / "fixture_fork"
 RECAP = re.compile(r"^engine\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -104,3 +108,23 @@ def make_fork(path: Path) -> list[str]:
     init.write_text(init.read_text().replace('"0.0.1"', '"0.0.2"'))
     git(path, "commit", "-q", "-am", "fork at 0.0.2")
     return [first, git(path, "rev-parse", "HEAD").strip()]
+
+
+def role_default(name: str) -> str:
+    """A plain (untemplated) default of the role, e.g. the wheel pin."""
+    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
+    return str(defaults[name]).strip()
+
+
+def pinned_wheel() -> Path:
+    """The wheel the role pins, from .cache/wheels (shared with tests/fork); downloaded when absent."""
+    name = role_default("sglang_build_wheel_url").rsplit("/", 1)[1]
+    wheel = REPO / ".cache/wheels" / name
+    if not wheel.is_file():
+        spec = f"sglang=={name.split('-')[1]}"
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", str(wheel.parent)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != role_default("sglang_build_wheel_sha256"):
+        raise AssertionError(f"{wheel} has sha256 {digest}, not the role's pin")
+    return wheel

@@ -1,6 +1,7 @@
 """Fixtures of the inventory-driven verify suite.
 
     pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/<name> [--probes | --no-probes]
+        [--recall-probe]
 
 The declared side comes from the inventory the hosts come from (testinfra's ansible backend, the same one
 molecule's testinfra verifier passes), layered over the role defaults (verify_expect.py). The observed side
@@ -26,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="send the envelope probes through the router (default: the inventory's sglang_verify_probes)",
     )
     group.addoption("--no-probes", action="store_false", dest="probes", help="never send the envelope probes")
+    group.addoption(
+        "--recall-probe",
+        action="store_true",
+        default=None,
+        help="send the long-context recall probe through the router (default: sglang_verify_recall_probe, off)",
+    )
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,9 @@ VERIFY_DEFAULTS: dict[str, Any] = {
     "sglang_verify_probe_max_total": 48,  # cap of the total-context probe's concurrent long requests
     "sglang_verify_probe_deadline_secs": 45,  # hard bound of one probe run on the host
     "sglang_verify_probe_token_id": 100,  # token id repeated to build exact-length prompts
+    "sglang_verify_recall_probe": False,  # needle-in-a-haystack recall through the router (off everywhere)
+    "sglang_verify_recall_route": "chat",  # chat (/v1/chat/completions) or generate (/generate)
+    "sglang_verify_recall_timeout_secs": 300,  # per recall request
     "sglang_verify_extra_listeners": [],  # "ADDR:PORT" patterns a server may listen on besides its own
     "sglang_verify_gpu_memory_tolerance": 0.05,  # nvidia-smi memory vs sglang_gpu_memory_gib
     "sglang_verify_http_timeout": 5.0,  # seconds per HTTP call the checks make on the host
@@ -73,7 +76,9 @@ _RENDER = (
     "sglang_engine_current_link",
     "sglang_engine_health_path",
     "sglang_router_health_path",
+    "sglang_build_source",
     "sglang_build_source_sha",
+    "sglang_build_wheel_sha256",
     "sglang_build_releases_dir",
     *VERIFY_DEFAULTS,
 )
@@ -290,7 +295,11 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
         gpu_memory_gib=float(v["sglang_gpu_memory_gib"]) if v.get("sglang_gpu_memory_gib") else None,
         install=str(v.get("sglang_engine_install") or ""),
         current_link=str(v.get("sglang_engine_current_link") or "/opt/sglang/current"),
-        build_sha=str(v.get("sglang_build_source_sha") or ""),
+        # The build role names a release after its source: the wheel's sha256, or the fork's commit.
+        build_sha=str(
+            v.get("sglang_build_source_sha" if v.get("sglang_build_source") == "git" else "sglang_build_wheel_sha256")
+            or ""
+        ),
         releases_dir=str(v.get("sglang_build_releases_dir") or "/opt/sglang/releases"),
         gpu_ids=gpu_ids,
     )

@@ -12,7 +12,7 @@ from testinfra.utils.ansible_runner import AnsibleRunner
 from verify_expect import HostPlan, build_plan
 
 PRODUCTION = Path(__file__).resolve().parents[2] / "inventories" / "production" / "hosts.yml"
-SHA = "0123456789abcdef0123456789abcdef01234567"
+WHEEL_SHA256 = "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +20,16 @@ def plan() -> HostPlan:
     runner = AnsibleRunner(str(PRODUCTION))
     all_raw = {h: runner.get_variables(h) for h in runner.get_hosts("all")}
     name = runner.get_hosts("sglang_engine")[0]
-    raw = {**all_raw[name], "sglang_build_source_sha": SHA}
-    built = build_plan(name, raw, all_raw)
+    built = build_plan(name, all_raw[name], all_raw)
+    # Production builds from the pinned wheel: releases are named after its sha256.
+    assert built.build_sha == WHEEL_SHA256
     assert built.install == "build" and built.gpu_ids == {"prefill": [0, 1, 2, 3], "decode": [4, 5, 6, 7]}
     return built
 
 
 def h200_host(plan: HostPlan) -> dict[str, Any]:
     """What the snapshot reports on a healthy 8 x H200 host with a built release."""
-    release = f"{plan.releases_dir}/{SHA[:12]}-abcdef012345"
+    release = f"{plan.releases_dir}/{WHEEL_SHA256[:12]}-abcdef012345"
     return {
         "gpu": {
             "present": True,
