@@ -30,7 +30,7 @@ def test_grid_covers_the_envelopes_that_matter(table: list[tuple[Cell, float, in
     cells = {row[0] for row in table}
     assert {c.mode for c in cells} == {"prefill", "decode", "null"}
     assert {c.max_running_requests for c in cells} == {None, 16, 64, 256}
-    assert {c.tp_size for c in cells} == {4, 8} and {c.bf16_index_k for c in cells} == {False, True}
+    assert {c.tp_size for c in cells} == {2, 4, 8} and {c.bf16_index_k for c in cells} == {False, True}
     assert {c.model for c in cells} == {"deepseek-v4-flash", "deepseek-v3.2"}
     assert len(table) >= 500
 
