@@ -53,8 +53,12 @@ _ib_devices: list[str] = []
 def _present_ib_devices(argv: list[str]) -> None:
     """Show the IB devices the line names as the host's (/sys/class/infiniband): which devices an engine host
     has is a fact of that host, not of the controller; SGLang's own parsing of the value still runs."""
-    value = argv[argv.index("--disaggregation-ib-device") + 1] if "--disaggregation-ib-device" in argv[:-1] else ""
-    _ib_devices[:] = sorted(set(re.findall(r"[A-Za-z][A-Za-z0-9_.-]*", value)))
+    if "--disaggregation-ib-device" not in argv[:-1]:
+        _ib_devices[:] = []
+        return
+    value = argv[argv.index("--disaggregation-ib-device") + 1]
+    # A line that names no device still runs on a host with IB: show one no value can name.
+    _ib_devices[:] = sorted(set(re.findall(r"[A-Za-z][A-Za-z0-9_.-]*", value))) or ["<the host's device>"]
 
 
 os.path.isdir = lambda path: (str(path) == IB_SYSFS and bool(_ib_devices)) or _isdir(path)  # type: ignore[assignment]
