@@ -29,7 +29,7 @@ from typing import Any
 try:
     from ansible.module_utils.sglang_declared import (
         GROUPS,
-        declared_in,
+        declared_var,
         engine_envelope,
         router_argv_workers,
         router_envelope,
@@ -38,7 +38,7 @@ try:
     from ansible.module_utils.sglang_flags import to_argv, to_environ
     from ansible.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 except ImportError:
-    from .sglang_declared import GROUPS, declared_in, engine_envelope, router_argv_workers, router_envelope, workers
+    from .sglang_declared import GROUPS, declared_var, engine_envelope, router_argv_workers, router_envelope, workers
     from .sglang_flags import to_argv, to_environ
     from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
@@ -68,22 +68,6 @@ class Line:
         return "smg" if self.role == "router" else "sglang"
 
 
-def _source(role: str, hostvars: Mapping[str, Any], key: str) -> str:
-    """The declared variable behind an engine envelope key."""
-    own = hostvars.get(f"sglang_{role}") or {}
-    common = hostvars.get("sglang_engine_common") or {}
-    if key in own or key in common:
-        return f"{declared_in(role, hostvars, key)}.{key}"
-    derived = {
-        "model_path": "sglang_model.path",
-        "served_model_name": "sglang_model.served_name",
-        "base_gpu_id": f"{declared_in(role, hostvars, 'gpu_ids')}.gpu_ids",
-        "disaggregation_mode": f"the inventory group {GROUPS[role]}",
-        "api_key": "sglang_api_key",
-    }
-    return derived.get(key, f"sglang_{role}.{key}")
-
-
 def engine_line(host: str, role: str, hostvars: Mapping[str, Any], models_dir: Path) -> Line:
     """The engine's flags as the serve script renders them, with --model-path on the controller's copy."""
     envelope = engine_envelope(role, hostvars)
@@ -103,7 +87,7 @@ def engine_line(host: str, role: str, hostvars: Mapping[str, Any], models_dir: P
             shown = envelope.get("gpu_ids", shown)
         for name in (key.flag, key.env):
             if name:
-                line.sources[name] = (_source(role, hostvars, key.name), shown)
+                line.sources[name] = (declared_var(role, hostvars, key.name), shown)
     for name, value in extra_env.items():
         line.sources[name] = (f"sglang_engine_extra_env.{name}", value)
     return line
