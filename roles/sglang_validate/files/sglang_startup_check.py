@@ -14,9 +14,9 @@ Only the case's environment is visible: SGLANG_*, SGL_* and MC_* variables of th
 first, and every case starts from the same environment, since hooks write to os.environ.
 
 `culprits` are the flags and environment variables behind a refusal: those its message names (as `--flag` or
-as the field name); when it names none and the case asks to "ablate", each `--flag [values]` group and each
-environment variable is dropped in turn and the case rerun, and those whose removal lets SGLang accept the line
-are listed.
+as the field name), else the flags whose non-numeric value it quotes; when it does neither and the case asks to
+"ablate", each `--flag [values]` group and each environment variable is dropped in turn and the case rerun, and
+those whose removal lets SGLang accept the line are listed.
 
 Which InfiniBand devices exist is a fact of the engine host, not of the controller: the devices a line names
 are presented as present (/sys/class/infiniband), so SGLang's own parsing of the value runs, not the existence
@@ -127,9 +127,20 @@ def _mentions(flag: str, text: str) -> bool:
 
 
 def named(argv: list[str], environ: dict[str, str], error: str) -> list[str]:
-    """The flags and environment variables a refusal names."""
+    """The flags and environment variables a refusal names; failing those, the flags whose (non-numeric) value
+    it quotes ('fp8_e5m2 is not supported for ...')."""
     found = [argv[start] for start, _ in groups(argv) if _mentions(argv[start], error)]
-    return found + [name for name in environ if name in error]
+    found += [name for name in environ if name in error]
+    if found:
+        return found
+    quoted = []
+    for start, end in groups(argv):
+        value = " ".join(argv[start + 1 : end])
+        if argv[start] == "--model-path" or len(value) < 3 or re.fullmatch(r"[-+.\d e]+", value):
+            continue
+        if re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", error):
+            quoted.append(argv[start])
+    return quoted
 
 
 def ablate(argv: list[str], environ: dict[str, str], base_env: dict[str, str]) -> list[str]:
