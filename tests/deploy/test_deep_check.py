@@ -31,11 +31,10 @@ SM = "smg 1.13.0 refuses"
 
 
 def production() -> dict[str, Any]:
-    """The shared envelope as the production inventory declares it (templates resolved)."""
+    """The shared envelope as inventories/production declares it (templates resolved; no vault, so no API key)."""
     hostvars = copy.deepcopy(envelope())
     hostvars[_C]["host"] = "0.0.0.0"
     hostvars["sglang_advertise_host"] = "127.0.0.1"
-    hostvars["sglang_api_key"] = "not-a-secret"
     return hostvars
 
 
@@ -304,3 +303,24 @@ def test_results_are_cached_by_line(tmp_path: Path) -> None:
     assert (first["stats"]["cached"], again["stats"]["cached"], changed["stats"]["cached"]) == (0, 1, 0)
     assert len(os.listdir(tmp_path / "cache")) == 2
     assert FILES_DIR.is_dir()
+
+
+def test_playbook_stops_before_anything_is_rendered(tmp_path: Path) -> None:
+    """Through the validate role: an envelope only SGLang refuses stops playbooks/render.yml before any file
+    is written, with SGLang's message and the declared variable (the project's own rules pass it)."""
+    import shutil
+
+    import yaml
+    from deploytools import playbook
+
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "production", inventory, symlinks=False)
+    override = {_D: {**envelope()[_D], "kv_cache_dtype": "mxfp8"}}
+    (inventory / "group_vars" / "all" / "zz-test-override.yml").write_text(yaml.safe_dump(override))
+    out = tmp_path / "rendered"
+    run = playbook("-i", str(inventory), "playbooks/render.yml", "-e", f"sglang_render_dir={out}", timeout=600)
+    assert run.returncode != 0, run.output[-3000:]
+    message = next(line for line in run.output.splitlines() if "no host was touched" in line)
+    for fragment in (f"{HOST}: {_D}.kv_cache_dtype='mxfp8'", SG, "mxfp8 is not supported for DeepseekV4ForCausalLM"):
+        assert fragment in message, message
+    assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
