@@ -136,7 +136,7 @@ def fleet_lines(
 
 def _installed(python: str, dist: str) -> list[str]:
     """The installed distribution directories of `dist` next to `python` (the cache key's version part)."""
-    root = Path(python).resolve().parents[1]
+    root = Path(python).absolute().parents[1]  # the venv, not the interpreter its bin/python links to
     return sorted(Path(p).name for p in glob.glob(str(root / "lib" / "python*" / "site-packages" / f"{dist}-*-info")))
 
 

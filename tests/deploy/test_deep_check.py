@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 from deploytools import REPO, envelope
-from sglang_envelope.sglang_deep import FILES_DIR, Line, deep_check, fleet_lines, problem, run_checkers
+from sglang_envelope.sglang_deep import (
+    FILES_DIR,
+    Line,
+    _installed,
+    deep_check,
+    fleet_lines,
+    problem,
+    run_checkers,
+)
 from sglang_envelope.sglang_flags import parse_env_file, parse_script
 
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"
@@ -303,6 +311,10 @@ def test_results_are_cached_by_line(tmp_path: Path) -> None:
     assert (first["stats"]["cached"], again["stats"]["cached"], changed["stats"]["cached"]) == (0, 1, 0)
     assert len(os.listdir(tmp_path / "cache")) == 2
     assert FILES_DIR.is_dir()
+    # The key holds the installed versions, read from the venv (not from the interpreter its python links to).
+    assert _installed(str(SMG_PYTHON), "smg") == ["smg-1.13.0.dist-info"]
+    if PARSER_PYTHON.exists():
+        assert _installed(str(PARSER_PYTHON), "sglang") == ["sglang-0.5.23.dist-info"]
 
 
 def test_playbook_stops_before_anything_is_rendered(tmp_path: Path) -> None:
