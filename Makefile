@@ -1,4 +1,5 @@
 # make lab   boot the lab host(s) and deploy the stack into them (root)
+# make check lint + unit tests + the deep check (SGLang's and smg's own startup checks), no lab, a few minutes
 # make test  lint + the whole test suite: unit, contract, lab, deploy, audit, verify, molecule (root)
 # make help  every target
 
@@ -39,7 +40,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv flag-tables lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
+.PHONY: help venv apt parser-venv flag-tables lab lab-up lab-deploy lab-info lab-ssh lab-down check test lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -112,6 +113,22 @@ lint: venv ## yamllint, ansible-lint, ruff, shellcheck
 	ruff check .
 	ruff format --check .
 	shellcheck $(SHELL_SCRIPTS)
+
+# The quick target: no lab, no root. The deep check needs the parser venv (`make parser-venv`, once); without it
+# its tests fail and say so, since this target exists to run it.
+CHECK_TESTS ?= tests/unit tests/deploy/test_deep_check.py
+
+check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-venv` once)
+	yamllint --strict .
+	ruff check .
+	ruff format --check .
+	if command -v shellcheck >/dev/null; then shellcheck $(SHELL_SCRIPTS); else echo "check: shellcheck missing (make apt)"; fi
+	@mkdir -p .cache
+	@# ansible-lint (about a minute) runs beside pytest; its output follows the tests'.
+	ansible-lint > .cache/check-ansible-lint.log 2>&1 & lint=$$!; \
+	pytest $(PYTEST_ARGS) $(CHECK_TESTS) -k 'not rendered'; tests=$$?; \
+	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
+	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the verify suite, molecule test
 	pytest $(PYTEST_ARGS) $(TEST_DIRS)

@@ -3,7 +3,7 @@
 
     .cache/sglang-parser-venv/bin/python bench/index_k_recall.py [--trials 8] [--lengths ...] [--depths ...]
 
-Runs in the parser venv (make parser-venv) with SGLang's code on CPU: tests/conformance/sglang_cpu.py's
+Runs in the parser venv (make parser-venv) with SGLang's code on CPU: roles/sglang_validate/files/sglang_cpu.py's
 bootstrap, then the pinned 0.5.23 wheel with patches/sglang-0.5.23 applied (tests/fork/sglang_patched_tree.py,
 cached under .cache/sglang-patched/, the tree tests/fork checks). The logits come from SGLang's functions:
 upstream ``fp8_paged_mqa_logits_torch`` on the fp8 cache (e4m3 values, then one fp32 scale per key, per page)
@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests/conformance"), str(REPO / "tests/fork"), str(REPO / "kernels")]
+sys.path[:0] = [str(REPO / "roles/sglang_validate/files"), str(REPO / "tests/fork"), str(REPO / "kernels")]
 
 import index_k_ref as ref  # noqa: E402
 import sglang_cpu  # noqa: E402

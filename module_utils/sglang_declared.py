@@ -51,6 +51,24 @@ def declared_in(role: str, hostvars: Mapping[str, Any], key: str) -> str:
     return "sglang_engine_common"
 
 
+def declared_var(role: str, hostvars: Mapping[str, Any], key: str) -> str:
+    """The declared variable behind an engine envelope key, for messages: the dict that declares it, else the
+    variable it is derived from (sglang_model.path for model_path, gpu_ids for base_gpu_id, ...), else the
+    role's dict (where an unset key would be declared)."""
+    own = hostvars.get(f"sglang_{role}") or {}
+    common = hostvars.get("sglang_engine_common") or {}
+    if key in own or key in common:
+        return f"{declared_in(role, hostvars, key)}.{key}"
+    derived = {
+        "model_path": "sglang_model.path",
+        "served_model_name": "sglang_model.served_name",
+        "base_gpu_id": f"{declared_in(role, hostvars, 'gpu_ids')}.gpu_ids",
+        "disaggregation_mode": f"the inventory group {GROUPS.get(role, role)}",
+        "api_key": "sglang_api_key",
+    }
+    return derived.get(key, f"sglang_{role}.{key}")
+
+
 def router_envelope(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The declared router envelope (worker lists are derived separately, from the inventory groups)."""
     return normalize("router", dict(hostvars.get("sglang_router") or {}), "sglang_router")

@@ -15,11 +15,13 @@ try:
         weights_bytes_per_gpu,
     )
     from ansible.module_utils.sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+    from ansible.module_utils.sglang_pairs import fleet_pair_problems
     from ansible.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 except ImportError:
     from .sglang_argspec import SGLANG, choice_problem
     from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine, weights_bytes_per_gpu
     from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+    from .sglang_pairs import fleet_pair_problems
     from .sglang_schema import ENGINE_ROLES, EnvelopeError
 
 # Request body bytes per token, estimated high so one full-context request always fits the router's
@@ -49,13 +51,13 @@ def payload_bytes(tokens: int) -> int:
 
 def engine_limits(model_config: Mapping[str, Any], env: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Any:
     """Capacity-model limits for a declared engine envelope on its host."""
-    model = hostvars.get("sglang_model") or {}
+    params_b, quantization = model_facts(hostvars, model_config)
     return resolve_engine(
         model_config,
         env,
         float(hostvars.get("sglang_gpu_memory_gib", 0)),
-        params_b=model.get("params_b"),
-        quantization=model.get("quantization"),
+        params_b=params_b,
+        quantization=quantization,
     )
 
 
@@ -84,6 +86,51 @@ def _port(var: str, value: Any, required: bool, what: str) -> list[str]:
 
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, max(1, limit) + 1) if n % d == 0]
+
+
+def model_facts(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(params_b, quantization): as declared in sglang_model, else as models/<name>/config.json states them
+    (num_parameters_b, quantization)."""
+    model = hostvars.get("sglang_model") or {}
+    params_b, quantization = model.get("params_b"), model.get("quantization")
+    return (
+        params_b if params_b is not None else model_config.get("num_parameters_b"),
+        quantization if quantization is not None else model_config.get("quantization"),
+    )
+
+
+def model_fact_problems(host: str, hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
+    """Declared model facts that contradict the model config, or that neither declares."""
+    model = hostvars.get("sglang_model") or {}
+    where = f"models/{model.get('name')}/config.json"
+    errors = []
+    for key, field in (("params_b", "num_parameters_b"), ("quantization", "quantization")):
+        declared, stated = model.get(key), model_config.get(field)
+        if declared is None and stated is None:
+            errors.append(
+                _msg(
+                    f"{host}: sglang_model.{key}",
+                    None,
+                    f"neither sglang_model nor {where} ({field}) states it, and the capacity model needs it",
+                    f"add {field} to {where} (preferred) or declare sglang_model.{key}",
+                )
+            )
+        elif declared is not None and stated is not None:
+            same = (
+                abs(float(declared) - float(stated)) <= 1e-9 * max(1.0, abs(float(stated)))
+                if key == "params_b"
+                else str(declared) == str(stated)
+            )
+            if not same:
+                errors.append(
+                    _msg(
+                        f"{host}: sglang_model.{key}",
+                        declared,
+                        f"contradicts {where}, which states {field}={stated!r}",
+                        f"remove sglang_model.{key} (it is then taken from {where}) or correct the one that is wrong",
+                    )
+                )
+    return errors
 
 
 def host_problems(host: str, hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
@@ -121,6 +168,8 @@ def host_problems(host: str, hostvars: Mapping[str, Any], model_config: Mapping[
         errors.append(
             _msg(f"{host}: sglang_model.params_b", params_b, "must be > 0 (billions)", "declare e.g. 284 (billions)")
         )
+    else:
+        errors += model_fact_problems(host, hostvars, model_config)
     return errors
 
 
@@ -326,11 +375,12 @@ def check_engine(
                 f"raise it to >= {ctx} or lower context_length",
             )
         )
-    model = hostvars.get("sglang_model") or {}
+    params_b, quantization = model_facts(hostvars, model_config)
+    model = {"params_b": params_b, "quantization": quantization}
     gib = float(hostvars.get("sglang_gpu_memory_gib") or 0)
-    if not errors and model.get("params_b") and model.get("quantization"):
+    if not errors and params_b and quantization:
         try:
-            weights = weights_bytes_per_gpu(float(model["params_b"]), str(model["quantization"]), tp)
+            weights = weights_bytes_per_gpu(float(params_b), str(quantization), tp)
         except CapacityError:
             weights = 0
         if mfs is not None and gib * 2**30 * float(mfs) <= weights < gib * 2**30 * 0.9:
@@ -561,4 +611,5 @@ def check_fleet(
                 context_len = max(context_len, int(env["context_length"]))
     for host, env in routers.items():
         errors += check_router(host, env, decode_running, context_len or None)
+    errors += fleet_pair_problems(all_hostvars, groups, model_config)
     return errors

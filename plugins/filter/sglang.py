@@ -54,6 +54,7 @@ _validate = _load("sglang_validate")
 _capacity = _load("sglang_capacity")
 _plan = _load("sglang_plan")
 _risks = _load("sglang_risks")
+_deep = _load("sglang_deep")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -140,6 +141,33 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(_risks.render(findings))
+
+
+# The variables the deep check reads of each host (the API key only as "set or not").
+_DEEP_VARS = (
+    "sglang_model",
+    "sglang_engine_common",
+    "sglang_prefill",
+    "sglang_decode",
+    "sglang_router",
+    "sglang_advertise_host",
+    "ansible_host",
+    "sglang_engine_extra_env",
+    "sglang_router_extra_args",
+)
+
+
+def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings: Mapping[str, Any]) -> dict:
+    """SGLang's and smg's own startup checks on every rendered command line (module_utils/sglang_deep.py):
+    {problems, warnings, stats}."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = sorted({h for members in names.values() for h in members})
+    picked = {}
+    for host in hosts:
+        picked[host] = pick(hostvars[host], _DEEP_VARS)
+        if hostvars[host].get("sglang_api_key"):
+            picked[host]["sglang_api_key"] = _SECRET_SET
+    return _plain(_deep.deep_check(picked, names, _plain(settings)))
 
 
 def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
@@ -299,6 +327,7 @@ class FilterModule:
             "sglang_declared_fleet": declared_fleet,
             "sglang_fleet_risks": fleet_risks,
             "sglang_risk_lines": risk_lines,
+            "sglang_deep_check": deep_check,
             "sglang_engine_limits": engine_limits,
             "sglang_unit_names": unit_names,
             "sglang_pick": pick,

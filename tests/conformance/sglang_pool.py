@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The CPU bootstrap belongs to the validation role (its deep check runs SGLang the same way).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "sglang_validate" / "files"))
 import sglang_cpu
 
 sglang_cpu.install()

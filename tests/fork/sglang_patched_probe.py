@@ -3,7 +3,7 @@
     python sglang_patched_probe.py TREE {budget|score}
 
 Prints one JSON object. The CUDA-only imports are stubbed by the bootstrap the conformance tests use
-(tests/conformance/sglang_cpu.py); nothing that is measured runs through a stub.
+(roles/sglang_validate/files/sglang_cpu.py); nothing that is measured runs through a stub.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "sglang_validate" / "files"))
 import sglang_cpu
 
 

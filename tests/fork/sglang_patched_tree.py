@@ -1,7 +1,7 @@
 """The pinned SGLang 0.5.23 wheel with the patch series applied, unpacked under .cache/ (standard library only).
 
 Built once per (wheel, series) at .cache/sglang-patched/<series hash 12>/ and reused by tests/fork and
-bench/index_k_recall.py, which put it first on sys.path after tests/conformance/sglang_cpu.py's bootstrap.
+bench/index_k_recall.py, which put it first on sys.path after roles/sglang_validate/files/sglang_cpu.py's bootstrap.
 """
 
 from __future__ import annotations
