@@ -383,6 +383,7 @@ def host_drift(
     backups: list[str],
     deployed: Mapping[str, Any] | None,
     in_progress: Mapping[str, Any] | None = None,
+    releases: list[str] | None = None,
 ) -> list[Drift]:
     """Drift of one server's host beyond the envelope keys: an unfinished deploy, a file whose owner, group or mode
     is not what the roles declare, and backup copies a finished deploy would have removed."""
@@ -407,4 +408,10 @@ def host_drift(
             "passed its gate): rerun site.yml"
         )
         out.append(Drift("backups", "on_disk", ["on_disk"], [], list(backups), "drift", why))
+    if releases:
+        why = (
+            "releases that are neither current, previous nor among the newest kept (one without manifest.json is an "
+            "install or switch that did not finish); the next release install prunes them, or remove them by hand"
+        )
+        out.append(Drift("releases", "on_disk", ["on_disk"], [], list(releases), "info", why))
     return out

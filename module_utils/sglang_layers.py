@@ -180,6 +180,25 @@ class HostFiles:
         return [str(Path(path).parent / name) for name in names]
 
 
+def release_leftovers(host: HostFiles, releases_dir: str, keep: int) -> list[str]:
+    """Releases under `releases_dir` that the deploy would not keep: not the target of the `current` or `previous`
+    link beside it, not among the newest `keep` + 1 (the engine role's pruning rule), or incomplete (no
+    manifest.json: an install or switch that did not finish)."""
+    root = host.path(releases_dir)
+    try:
+        dirs = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+    linked = set()
+    for name in ("current", "previous"):
+        link = root.parent / name
+        if link.is_symlink():
+            linked.add(Path(os.readlink(link)).name)
+    newest = {p.name for p in sorted(dirs, key=lambda p: p.stat().st_mtime, reverse=True)[: keep + 1]}
+    out = [p for p in dirs if p.name not in linked and (p.name not in newest or not (p / "manifest.json").is_file())]
+    return sorted(str(Path(releases_dir) / p.name) for p in out)
+
+
 def _user(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -206,6 +225,7 @@ class Layers:
     deployed: dict[str, Any] | None = None
     in_progress: dict[str, Any] | None = None  # the marker of a deploy that has not finished (local facts)
     backups: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # releases the deploy would not keep
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -112,3 +112,21 @@ def test_interrupted_deploy_is_reported_as_one_not_as_a_hand_edit(tmp_path: Path
 def test_host_drift_ignores_missing_files() -> None:
     files = {"script": {"path": SCRIPT, "exists": False}}
     assert host_drift(files, DECLARED, [], None) == []
+
+
+def test_releases_not_current_previous_or_kept_are_shown(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    releases = tmp_path / "opt/sglang/releases"
+    for age, name in enumerate(["r-new", "r-cur", "r-prev", "r-3", "r-old", "r-partial"]):
+        (releases / name).mkdir(parents=True)
+        if name != "r-partial":
+            (releases / name / "manifest.json").write_text("{}")
+        os.utime(releases / name, (2_000_000_000 - age * 10, 2_000_000_000 - age * 10))
+    os.utime(releases / "r-partial", (2_000_000_100, 2_000_000_100))  # the newest, but never completed
+    (tmp_path / "opt/sglang/current").symlink_to("/opt/sglang/releases/r-cur")
+    (tmp_path / "opt/sglang/previous").symlink_to("/opt/sglang/releases/r-prev")
+    result = _run(tmp_path, host, declared_files={}, releases_dir="/opt/sglang/releases", keep_releases=2)
+    assert result["releases"] == ["/opt/sglang/releases/r-3", "/opt/sglang/releases/r-old",
+                                  "/opt/sglang/releases/r-partial"]  # fmt: skip
+    item = next(d for d in result["drift"] if d["key"] == "releases")
+    assert item["severity"] == "info" and item["live"] == result["releases"]
