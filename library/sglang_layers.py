@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import asdict
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_declared import UNIT_NAMES
-from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
+from ansible.module_utils.sglang_drift import host_drift
+from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers, release_leftovers
 
 DOCUMENTATION = r"""
 ---
@@ -58,6 +60,21 @@ options:
   name:
     description: Host name used in messages. Defaults to the host's name.
     type: str
+  declared_files:
+    description:
+      - Owner, group and mode the roles declare for the C(script), C(env_file) and C(unit) (the sglang_common role's
+        C(sglang_common_file_modes)). A file that differs is drift. Omitted, the metadata is only read.
+    type: dict
+  releases_dir:
+    description:
+      - Engine releases folder (the C(current) and C(previous) links lie beside it). Releases the deploy would not
+        keep (not linked, beyond the newest O(keep_releases) + 1, or without C(manifest.json)) are shown as
+        information. Omitted, releases are not read.
+    type: path
+  keep_releases:
+    description: How many of the newest releases the deploy keeps besides the one it installs.
+    type: int
+    default: 3
 seealso:
   - module: sglang_limits
 """
@@ -111,6 +128,28 @@ deployed:
   description: The envelope the last deploy recorded in the local facts for this role (secrets redacted), or null.
   returned: always
   type: dict
+in_progress:
+  description: The marker of a deploy that started and did not finish (since, envelope, release, files), or null.
+  returned: always
+  type: dict
+backups:
+  description: Backup copies of the files left on the host (a finished deploy removes them).
+  returned: always
+  type: list
+  elements: str
+releases:
+  description: Releases the deploy would not keep (see O(releases_dir)).
+  returned: always
+  type: list
+  elements: str
+drift:
+  description:
+    - Drift of the host beyond the envelope keys, judged by the audit's comparison (module_utils/sglang_drift.py) -
+      an interrupted or rolled-back deploy (key C(deploy)), a wrong owner, group or mode (key C(file:<name>)),
+      leftover backups (key C(backups)), releases the deploy would not keep (key C(releases), information).
+  returned: always
+  type: list
+  elements: dict
 problems:
   description: What is missing or inconsistent on the host; each names the file or the unit.
   returned: always
@@ -137,6 +176,9 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
         host,
     )
     name = p["name"] or socket.gethostname()
+    releases = release_leftovers(host, p["releases_dir"], p["keep_releases"]) if p["releases_dir"] else []
+    drift = host_drift(layers.files, p["declared_files"], layers.backups, layers.deployed, layers.in_progress,
+                       releases)  # fmt: skip
     return {
         "changed": False,
         "role": role,
@@ -148,6 +190,10 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
         "files": layers.files,
         "edited_since_deploy": sorted(n for n, f in layers.files.items() if f.get("edited_since_deploy")),
         "deployed": layers.deployed,
+        "in_progress": layers.in_progress,
+        "backups": layers.backups,
+        "releases": releases,
+        "drift": [asdict(d) for d in drift],
         "problems": [f"{name}: {problem}" for problem in layers.problems],
         "notes": layers.notes,
     }
@@ -162,6 +208,9 @@ def main() -> None:
             "env_file": {"type": "path"},
             "facts_file": {"type": "path", "default": "/etc/ansible/facts.d/sglang.fact"},
             "name": {"type": "str"},
+            "declared_files": {"type": "dict"},
+            "releases_dir": {"type": "path"},
+            "keep_releases": {"type": "int", "default": 3},
         },
         supports_check_mode=True,
     )

@@ -118,6 +118,11 @@ options:
     description: The files changed after the process started (RV(sglang_layers#module:restart_pending)).
     type: bool
     default: false
+  in_progress:
+    description:
+      - The marker of a deploy that started and did not finish (RV(sglang_layers#module:in_progress)). A gap in the
+        declared, on-disk or running layer is then reported as that interrupted deploy, not as a hand edit.
+    type: dict
   expected_workers:
     description:
       - "Router only. The workers the router should have: a dict with the lists C(prefill) and C(decode) of worker
@@ -422,6 +427,7 @@ def run(module: AnsibleModule, transport: Transport) -> dict[str, Any]:
     audit = compare(
         role, declared, p["on_disk"], p["running"], effective,
         predicted=predicted, live=ctx, deployed=p["deployed"], restart_pending=p["restart_pending"],
+        in_progress=p["in_progress"],
     )  # fmt: skip
     out = _common(p, live, audit.as_dict(), predicted)
     if engine:
@@ -445,6 +451,7 @@ def router_result(p: dict[str, Any], declared: dict[str, Any], live: ServerLive)
     audit = compare(
         "router", declared, p["on_disk"], running, effective,
         deployed=p["deployed"], restart_pending=p["restart_pending"], effective_from_running=True,
+        in_progress=p["in_progress"],
     ).as_dict()  # fmt: skip
     router = live.router or {}
     for label in router.get("missing_workers") or []:
@@ -508,6 +515,7 @@ def main() -> None:
             "running": {"type": "dict"},
             "deployed": {"type": "dict"},
             "restart_pending": {"type": "bool", "default": False},
+            "in_progress": {"type": "dict"},
             "expected_workers": {"type": "dict"},
             "model": {
                 "type": "dict",

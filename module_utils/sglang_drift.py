@@ -278,12 +278,15 @@ def compare(
     deployed: Mapping[str, Any] | None = None,
     restart_pending: bool = False,
     effective_from_running: bool = False,
+    in_progress: Mapping[str, Any] | None = None,
 ) -> Audit:
     """Compare the four layers of one server. None for a layer means it was not read.
 
     `deployed` is the envelope the last deploy recorded on the host (local facts): a key that differs between
     it and the declaration, while the files match it, means the declaration changed and was not deployed.
     `effective_from_running` (the router) skips effective-layer drift: those values derive from the argv.
+    `in_progress` is the marker of a deploy that started and did not finish: a declared, on-disk or running gap is
+    then explained as that deploy, not as a hand edit.
     """
     predicted = predicted or {}
     ctx = live or LiveContext()
@@ -300,6 +303,8 @@ def compare(
         row = Row(key, key in limits, values)
         rows.append(row)
         item = _judge(key, values, predicted, ctx, context_len, deployed, restart_pending, effective_from_running)
+        if item and in_progress is not None and item.layer in ("declared", "on_disk", "running"):
+            item.explanation = interrupted_deploy(in_progress, deployed)
         if item:
             drift.append(item)
             for marked in item.layers:
@@ -357,3 +362,68 @@ def _judge(
         return Drift(key, "running", differs, d, running, "drift", why)
     assert gap is not None
     return Drift(key, "effective", differs, d, values["effective"], gap[0], gap[1])
+
+
+# ---------------------------------------------------------------- the host: deploy markers, file metadata, leftovers
+
+
+def change_summary(deployed: Mapping[str, Any] | None, target: Mapping[str, Any] | None, **extra: Any) -> str:
+    """What a deploy applies, against what the host last recorded: `key old -> new, ...` (four at most)."""
+    before, after = deployed or {}, target or {}
+    changed = [k for k in sorted(set(before) | set(after)) if not same(k, before.get(k), after.get(k))]
+    parts = [f"{k} {before.get(k)} -> {after.get(k)}" for k in changed[:4]]
+    if len(changed) > 4:
+        parts.append(f"{len(changed) - 4} more keys")
+    parts += [f"{k} {v}" for k, v in extra.items() if v]
+    return ", ".join(parts) or "the same envelope"
+
+
+def interrupted_deploy(in_progress: Mapping[str, Any], deployed: Mapping[str, Any] | None) -> str:
+    """The audit's explanation of a server whose deploy started and did not finish."""
+    files = ", ".join(in_progress.get("files") or [])
+    what = change_summary(deployed, in_progress.get("envelope"), release=in_progress.get("release"), files=files)
+    return f"interrupted deploy of {what} at {in_progress.get('since', 'an unknown time')}: rerun site.yml"
+
+
+def _meta(value: Mapping[str, Any]) -> str:
+    return f"{value.get('owner')}:{value.get('group')} {value.get('mode')}"
+
+
+def host_drift(
+    files: Mapping[str, Mapping[str, Any]],
+    declared_files: Mapping[str, Mapping[str, Any]] | None,
+    backups: list[str],
+    deployed: Mapping[str, Any] | None,
+    in_progress: Mapping[str, Any] | None = None,
+    releases: list[str] | None = None,
+) -> list[Drift]:
+    """Drift of one server's host beyond the envelope keys: an unfinished deploy, a file whose owner, group or mode
+    is not what the roles declare, and backup copies a finished deploy would have removed."""
+    out: list[Drift] = []
+    if in_progress is not None:
+        why = interrupted_deploy(in_progress, deployed)
+        out.append(Drift("deploy", "on_disk", ["on_disk"], None, in_progress.get("since"), "drift", why))
+    for name, want in (declared_files or {}).items():
+        have = files.get(name) or {}
+        if not have.get("exists") or "mode" not in have:
+            continue
+        wrong = [k for k in ("owner", "group", "mode") if str(have.get(k)) != str(want.get(k))]
+        if wrong:
+            why = (
+                f"{have.get('path')} is {_meta(have)}, the roles declare {_meta(want)} ({', '.join(wrong)} differ): "
+                "changed on the host or left by an interrupted rollback; rerun site.yml"
+            )
+            out.append(Drift(f"file:{name}", "on_disk", ["on_disk"], _meta(want), _meta(have), "drift", why))
+    if backups:
+        why = (
+            "backup copies left by a deploy that did not finish (a finished deploy removes them once the server "
+            "passed its gate): rerun site.yml"
+        )
+        out.append(Drift("backups", "on_disk", ["on_disk"], [], list(backups), "drift", why))
+    if releases:
+        why = (
+            "releases that are neither current, previous nor among the newest kept (one without manifest.json is an "
+            "install or switch that did not finish); the next release install prunes them, or remove them by hand"
+        )
+        out.append(Drift("releases", "on_disk", ["on_disk"], [], list(releases), "info", why))
+    return out

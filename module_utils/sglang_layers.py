@@ -9,9 +9,12 @@ started. Secrets are redacted by the codec; the raw environment is never returne
 
 from __future__ import annotations
 
+import grp
 import hashlib
 import json
 import os
+import pwd
+import stat as statmod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +118,17 @@ def deployed_record(facts: Any, role: str) -> tuple[dict[str, Any] | None, dict[
     return (dict(envelope) if isinstance(envelope, dict) else None), sums
 
 
+def deploy_marker(facts: Any, role: str) -> dict[str, Any] | None:
+    """The "deploy in progress" marker of `role`'s record in the local facts (secrets redacted), or None.
+
+    A deploy writes {in_progress: {since, envelope, release, files}} into the record before it changes a file; it
+    replaces the whole record once the server passed its gate, and a rollback puts back the previous record.
+    """
+    record = facts.get(role) if isinstance(facts, dict) else None
+    marker = record.get("in_progress") if isinstance(record, dict) else None
+    return redact_facts(dict(marker)) if isinstance(marker, dict) else None
+
+
 @dataclass
 class HostFiles:
     """Filesystem and command access, replaceable in tests."""
@@ -147,6 +161,57 @@ class HostFiles:
         except FileNotFoundError:
             return None
 
+    def owner(self, path: str) -> dict[str, str] | None:
+        """{owner, group, mode} of a file (names where the host knows them, mode as 4 octal digits), or None."""
+        try:
+            st = self.path(path).stat()
+        except FileNotFoundError:
+            return None
+        return {"owner": _user(st.st_uid), "group": _group(st.st_gid), "mode": f"{statmod.S_IMODE(st.st_mode):04o}"}
+
+    def backups(self, path: str) -> list[str]:
+        """Backup copies Ansible left next to `path` (<name>.<pid>.<date>~), as paths on the host."""
+        folder = self.path(path).parent
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name.startswith(Path(path).name + ".") and
+                           p.name.endswith("~"))  # fmt: skip
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return []
+        return [str(Path(path).parent / name) for name in names]
+
+
+def release_leftovers(host: HostFiles, releases_dir: str, keep: int) -> list[str]:
+    """Releases under `releases_dir` that the deploy would not keep: not the target of the `current` or `previous`
+    link beside it, not among the newest `keep` + 1 (the engine role's pruning rule), or incomplete (no
+    manifest.json: an install or switch that did not finish)."""
+    root = host.path(releases_dir)
+    try:
+        dirs = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+    linked = set()
+    for name in ("current", "previous"):
+        link = root.parent / name
+        if link.is_symlink():
+            linked.add(Path(os.readlink(link)).name)
+    newest = {p.name for p in sorted(dirs, key=lambda p: p.stat().st_mtime, reverse=True)[: keep + 1]}
+    out = [p for p in dirs if p.name not in linked and (p.name not in newest or not (p / "manifest.json").is_file())]
+    return sorted(str(Path(releases_dir) / p.name) for p in out)
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
 
 @dataclass
 class Layers:
@@ -158,6 +223,9 @@ class Layers:
     unit: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     deployed: dict[str, Any] | None = None
+    in_progress: dict[str, Any] | None = None  # the marker of a deploy that has not finished (local facts)
+    backups: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # releases the deploy would not keep
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -181,6 +249,11 @@ def read_layers(
     unit_path = f"{UNIT_DIR}/{unit}.service"
     unit_text = host.read_text(unit_path)
     out.files["unit"] = {"path": unit_path, "exists": unit_text is not None, "mtime": host.mtime(unit_path)}
+    for info in out.files.values():
+        meta = host.owner(info["path"])
+        if meta is not None:
+            info.update(meta)
+        out.backups += host.backups(info["path"])
     try:
         out.on_disk = on_disk_envelope(role, script_text, env_text) if script_text is not None else None
     except EnvelopeError as exc:
@@ -217,6 +290,7 @@ def _read_facts(out: Layers, role: str, facts_file: str, host: HostFiles) -> Non
         out.notes.append(f"{facts_file} is not JSON: deployed envelope unknown")
         return
     out.deployed = envelope
+    out.in_progress = deploy_marker(json.loads(raw), role)
     for name, info in out.files.items():
         if name in sums:
             info["edited_since_deploy"] = host.sha1(info["path"]) != sums[name]

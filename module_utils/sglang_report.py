@@ -88,6 +88,13 @@ def _index_k_note(limits: Mapping[str, Any]) -> list[str]:
     return [f"effective bf16_index_k from {sources['bf16_index_k']}: {notes.get('bf16_index_k', '')}".rstrip(": ")]
 
 
+# What the report keeps of the layers module's result.
+LAYER_FIELDS = (
+    "running_source", "restart_pending", "edited_since_deploy", "unit", "files",
+    "in_progress", "backups",
+)  # fmt: skip
+
+
 def server_from_record(record: Mapping[str, Any]) -> Server:
     """One server's report entry from what the playbook registered."""
     host, role = str(record["host"]), str(record["role"])
@@ -107,7 +114,7 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
         endpoint=limits.get("endpoint"),
         version=limits.get("version"),
         rows=list(limits.get("rows") or []),
-        drift=list(limits.get("drift") or []),
+        drift=list(limits.get("drift") or []) + list(layers.get("drift") or []),
         errors=list(limits.get("errors") or []) + list(layers.get("problems") or []),
         warnings=list(limits.get("warnings_seen") or []),
         notes=list(layers.get("notes") or []) + _index_k_note(limits),
@@ -116,9 +123,7 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
         live_facts=dict(limits.get("live_facts") or {}),
         predicted=dict(limits.get("predicted") or {}),
         router=dict(limits.get("router") or {}),
-        layers={
-            k: layers.get(k) for k in ("running_source", "restart_pending", "edited_since_deploy", "unit", "files")
-        },
+        layers={k: layers.get(k) for k in LAYER_FIELDS},
     )
     if limits.get("status") == "unreachable":
         server.status = "unreachable"
@@ -391,7 +396,8 @@ def _server_extra(server: Server) -> list[str]:
     if server.layers.get("restart_pending"):
         lines.append("restart pending: files changed after the process started")
     if server.layers.get("edited_since_deploy"):
-        lines.append(f"edited since the last deploy: {', '.join(server.layers['edited_since_deploy'])}")
+        by = "the interrupted deploy" if server.layers.get("in_progress") else "the last deploy"
+        lines.append(f"edited since {by}: {', '.join(server.layers['edited_since_deploy'])}")
     if server.layers.get("running_source") == "files":
         lines.append("running values: from the files (the process rewrites its title; files unchanged since start)")
     return lines + capacity_lines(server)

@@ -16,6 +16,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "lab: boots or uses the systemd-nspawn lab (needs root and `make apt`); deselect with -m 'not lab'",
     )
+    config.addinivalue_line(
+        "markers",
+        "faults: injects faults into site.yml runs on the lab (tests/faults); deselect with -m 'not faults'",
+    )
     # Tools run by tests (ansible-playbook, and ansible-inventory called by testinfra's ansible
     # backend) come from this interpreter's venv, and read the project's ansible.cfg from any cwd.
     venv_bin = str(Path(sys.executable).parent)

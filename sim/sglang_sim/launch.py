@@ -63,7 +63,10 @@ async def serve(cfg: EngineConfig) -> int:
     logger.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
 
     delay = cfg.settings.startup_delay_s
-    if delay > 0:
+    if cfg.settings.never_ready:
+        logger.warning("SGLANG_SIM_NEVER_READY=1: /health answers 503 until the process stops")
+        await stop.wait()
+    elif delay > 0:
         try:
             await asyncio.wait_for(stop.wait(), delay)
         except TimeoutError:
@@ -71,7 +74,14 @@ async def serve(cfg: EngineConfig) -> int:
     if not stop.is_set():
         engine.mark_ready()
         logger.info("The server is fired up and ready to roll!")
-        await stop.wait()
+        crash = cfg.settings.crash_after_s
+        try:
+            await asyncio.wait_for(stop.wait(), crash if crash > 0 else None)
+        except TimeoutError:
+            logger.error(f"SGLANG_SIM_CRASH_AFTER_S={crash:g}: simulated crash {crash:g} s after turning ready")
+            await runner.cleanup()
+            await engine.stop()
+            return 1
 
     engine.begin_shutdown()
     timeout = cfg.settings.shutdown_timeout_s

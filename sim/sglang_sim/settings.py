@@ -40,6 +40,9 @@ class SimSettings:
     room_ttl_s: float = 300.0  # SGLANG_SIM_ROOM_TTL_S: prefill keeps a finished room this long
     shutdown_timeout_s: float = 30.0  # SGLANG_SIM_SHUTDOWN_TIMEOUT_S: SIGTERM drain limit
     clip_max_new_tokens: int = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, as in SGLang
+    # Fault injection (the deploy's failure tests): never turn ready; exit 1 this long after turning ready.
+    never_ready: bool = False  # SGLANG_SIM_NEVER_READY=1: /health answers 503 forever
+    crash_after_s: float = 0.0  # SGLANG_SIM_CRASH_AFTER_S: exit 1 this long after turning ready; 0 = never
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
@@ -60,4 +63,6 @@ class SimSettings:
             room_ttl_s=_float(e, "SGLANG_SIM_ROOM_TTL_S", cls.room_ttl_s, 0.01),
             shutdown_timeout_s=_float(e, "SGLANG_SIM_SHUTDOWN_TIMEOUT_S", cls.shutdown_timeout_s),
             clip_max_new_tokens=int(_float(e, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", cls.clip_max_new_tokens, 1)),
+            never_ready=e.get("SGLANG_SIM_NEVER_READY") == "1",
+            crash_after_s=_float(e, "SGLANG_SIM_CRASH_AFTER_S", cls.crash_after_s),
         )

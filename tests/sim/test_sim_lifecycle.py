@@ -150,3 +150,25 @@ def test_data_parallel_ranks(fresh_launcher: Launcher) -> None:
     assert all(load["max_running_requests"] == per_rank for load in loads)
     only = httpx.get(sim.url + "/v1/loads", params={"dp_rank": 1}, timeout=5).json()["loads"]
     assert [load["dp_rank"] for load in only] == [1]
+
+
+def test_never_ready_keeps_health_503_and_stops_cleanly(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(env={"SGLANG_SIM_NEVER_READY": "1"}, wait=False)
+    deadline, codes = time.monotonic() + 4, []
+    while time.monotonic() < deadline:
+        try:
+            codes.append(httpx.get(sim.url + "/health", timeout=1).status_code)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    assert codes and set(codes) == {503}, codes
+    assert "SGLANG_SIM_NEVER_READY=1" in sim.log()
+    assert sim.terminate() == 0
+
+
+def test_crash_after_turning_ready(fresh_launcher: Launcher) -> None:
+    sim = fresh_launcher.sim(env={"SGLANG_SIM_CRASH_AFTER_S": "1.5"})
+    assert httpx.get(sim.url + "/health", timeout=1).status_code == 200
+    assert sim.popen.wait(10) == 1
+    assert "simulated crash 1.5 s after turning ready" in sim.log()
+    sim.kill()

@@ -1,0 +1,51 @@
+"""Fixtures of the fault-injection suite: the lab deployed once and the release pinned (so that an edit of the
+sources during the session cannot start a new release), and the table of fault x outcome at the end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faulttools import OUTCOMES, Outcome, facts, playbook
+
+
+@pytest.fixture(scope="session")
+def pinned() -> tuple[str, ...]:
+    """Boot the lab if needed, converge it with site.yml; the extra arguments that pin its engine release."""
+    if shutil.which("systemd-nspawn") is None or shutil.which("socat") is None:
+        pytest.fail("the fault suite needs the lab (make apt); deselect with -m 'not faults'", pytrace=False)
+    for args in (("playbooks/lab.yml",), ("site.yml",)):
+        run = playbook(*args, timeout=900)
+        assert run.returncode == 0, f"{' '.join(args)} exited {run.returncode}:\n{run.tail()}"
+    return ("-e", f"sglang_engine_release_id={facts()['prefill']['release']}")
+
+
+@pytest.fixture
+def outcome(request: pytest.FixtureRequest) -> Iterator[Outcome]:
+    """The row of this fault in the table printed at the end of the session."""
+    row = Outcome(request.node.callspec.id if hasattr(request.node, "callspec") else request.node.name)
+    OUTCOMES.append(row)
+    yield row
+
+
+@pytest.fixture
+def audit_dir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not OUTCOMES:
+        return
+    rows = [("fault", "serving", "reports", "recovery", "seconds")]
+    rows += [(o.fault, o.serving, o.reports, o.recovery, f"{o.seconds:.0f}") for o in OUTCOMES]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    terminalreporter.section("fault x outcome")
+    for r in rows:
+        terminalreporter.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    for o in OUTCOMES:
+        for note in o.notes:
+            terminalreporter.write_line(f"{o.fault}: {note}")
+    terminalreporter.write_line(json.dumps([o.__dict__ for o in OUTCOMES]))

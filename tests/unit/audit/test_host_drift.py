@@ -1,0 +1,132 @@
+"""The audit beyond the envelope keys: owner, group and mode of the files, leftover backups, interrupted deploys
+(library/sglang_layers.py reading, module_utils/sglang_drift.py judging)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from audit_helpers import load_cases, load_library, run_module
+from sglang_envelope.sglang_drift import compare, host_drift, interrupted_deploy
+from test_sglang_layers import CASES, TICKS, build_host
+
+layers = load_library("sglang_layers")
+SCRIPT, ENV, UNIT = (
+    "/opt/sglang/bin/serve_dsv4_decode.sh",
+    "/etc/sglang/dsv4-decode.env",
+    "/etc/systemd/system/sglang-dsv4-decode.service",
+)
+FACTS = "/etc/ansible/facts.d/sglang.fact"
+ROOT_META = {"owner": "root", "group": "root"}
+DECLARED = {
+    "script": {**ROOT_META, "mode": "0755"},
+    "env_file": {**ROOT_META, "mode": "0640"},
+    "unit": {**ROOT_META, "mode": "0644"},
+}
+
+
+def _case() -> dict[str, Any]:
+    return next(p.values[0] for p in load_cases(CASES) if p.id == "decode_files_and_process_agree")
+
+
+def _host(tmp_path: Path, facts: dict[str, Any] | None = None) -> Any:
+    host = build_host(tmp_path, _case())
+    for path, mode in ((SCRIPT, 0o755), (ENV, 0o640), (UNIT, 0o644)):
+        os.chmod(tmp_path / path.lstrip("/"), mode)
+    if facts is not None:
+        target = tmp_path / FACTS.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(facts))
+    return host
+
+
+def _run(tmp_path: Path, host: Any, **extra: Any) -> dict[str, Any]:
+    args = {"role": "decode", "name": "lab1", "declared_files": DECLARED, "facts_file": FACTS, **extra}
+    result = run_module(layers, args, host=host)
+    assert not result.get("failed"), result.get("msg")
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _ticks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sysconf", lambda name: TICKS if name == "SC_CLK_TCK" else os.sysconf(name))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the files must be root:root (run as root)")
+def test_declared_metadata_is_clean(tmp_path: Path) -> None:
+    result = _run(tmp_path, _host(tmp_path))
+    assert result["drift"] == [], result["drift"]
+    assert result["files"]["env_file"]["mode"] == "0640"
+    assert result["files"]["env_file"]["group"] == "root"
+
+
+def test_wrong_group_and_mode_are_drift_with_origin(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    os.chmod(tmp_path / ENV.lstrip("/"), 0o644)
+    declared = {**DECLARED, "env_file": {"owner": "root", "group": "sglang-nonexistent", "mode": "0640"}}
+    result = _run(tmp_path, host, declared_files=declared)
+    items = {d["key"]: d for d in result["drift"]}
+    assert set(items) >= {"file:env_file"}, result["drift"]
+    env = items["file:env_file"]
+    assert env["layer"] == "on_disk" and env["severity"] == "drift"
+    assert env["declared"] == "root:sglang-nonexistent 0640"
+    assert env["live"].endswith(" 0644")
+    assert "group, mode differ" in env["explanation"] and "rerun site.yml" in env["explanation"]
+
+
+def test_leftover_backups_are_reported(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    backup = f"{SCRIPT}.1234.2026-11-30@12:00:00~"
+    (tmp_path / backup.lstrip("/")).write_text("old\n")
+    result = _run(tmp_path, host, declared_files={})
+    assert result["backups"] == [backup]
+    items = {d["key"]: d for d in result["drift"]}
+    assert items["backups"]["live"] == [backup]
+
+
+def test_interrupted_deploy_is_reported_as_one_not_as_a_hand_edit(tmp_path: Path) -> None:
+    deployed = dict(_case()["output"]["on_disk"], max_running_requests=32)
+    marker = {"since": "2026-11-30T12:00:00Z", "envelope": _case()["output"]["on_disk"], "files": ["script"]}
+    facts = {"decode": {"unit": "sglang-dsv4-decode", "envelope": deployed, "in_progress": marker}}
+    result = _run(tmp_path, _host(tmp_path, facts), declared_files={})
+    assert result["in_progress"]["since"] == "2026-11-30T12:00:00Z"
+    deploy = next(d for d in result["drift"] if d["key"] == "deploy")
+    assert deploy["explanation"].startswith("interrupted deploy of max_running_requests 32 -> 64")
+    assert deploy["explanation"].endswith("at 2026-11-30T12:00:00Z: rerun site.yml")
+    # The deploy was run with a declaration (extra vars) the inventory does not hold: declared and recorded agree,
+    # files and process run the new value. That is the interrupted deploy, not a hand edit.
+    declared = deployed
+    audit = compare("decode", declared, result["on_disk"], result["running"], deployed=result["deployed"],
+                    in_progress=result["in_progress"])  # fmt: skip
+    item = next(d for d in audit.drift if d.key == "max_running_requests")
+    assert "edited on the host" not in item.explanation
+    assert item.explanation == interrupted_deploy(marker, deployed)
+    # Without the marker, the same state reads as a declaration that changed without a deploy.
+    plain = compare("decode", declared, result["on_disk"], result["running"], deployed=result["deployed"])
+    assert "interrupted" not in next(d for d in plain.drift if d.key == "max_running_requests").explanation
+
+
+def test_host_drift_ignores_missing_files() -> None:
+    files = {"script": {"path": SCRIPT, "exists": False}}
+    assert host_drift(files, DECLARED, [], None) == []
+
+
+def test_releases_not_current_previous_or_kept_are_shown(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    releases = tmp_path / "opt/sglang/releases"
+    for age, name in enumerate(["r-new", "r-cur", "r-prev", "r-3", "r-old", "r-partial"]):
+        (releases / name).mkdir(parents=True)
+        if name != "r-partial":
+            (releases / name / "manifest.json").write_text("{}")
+        os.utime(releases / name, (2_000_000_000 - age * 10, 2_000_000_000 - age * 10))
+    os.utime(releases / "r-partial", (2_000_000_100, 2_000_000_100))  # the newest, but never completed
+    (tmp_path / "opt/sglang/current").symlink_to("/opt/sglang/releases/r-cur")
+    (tmp_path / "opt/sglang/previous").symlink_to("/opt/sglang/releases/r-prev")
+    result = _run(tmp_path, host, declared_files={}, releases_dir="/opt/sglang/releases", keep_releases=2)
+    assert result["releases"] == ["/opt/sglang/releases/r-3", "/opt/sglang/releases/r-old",
+                                  "/opt/sglang/releases/r-partial"]  # fmt: skip
+    item = next(d for d in result["drift"] if d["key"] == "releases")
+    assert item["severity"] == "info" and item["live"] == result["releases"]
