@@ -39,7 +39,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
+.PHONY: help venv apt parser-venv fixtures lab lab-up lab-deploy lab-info lab-ssh lab-down test lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -60,6 +60,9 @@ $(PARSER_VENV)/.installed: requirements/sglang-cpu.txt
 	$(PARSER_VENV)/bin/python -m pip install -q --no-deps sglang==0.5.23 $(PARSER_PACKAGES)
 	$(PARSER_VENV)/bin/python -m pip install -q -r requirements/sglang-cpu.txt -c requirements/sglang-cpu.txt
 	touch $@
+
+fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
+	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)
 	@missing=""; \
