@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -19,7 +20,15 @@ from pathlib import Path
 import pytest
 from audit_helpers import REPO, SECRET, fixture_body
 from loopback import closed_port, http_server, silent_port
-from sglang_envelope.sglang_live import UrllibTransport, classify, fetch, read_engine, reduce_server_info
+from sglang_envelope.sglang_live import (
+    Fetched,
+    UrllibTransport,
+    classify,
+    describe,
+    fetch,
+    read_engine,
+    reduce_server_info,
+)
 
 SNAPSHOT = REPO / "tests" / "verify" / "hostside" / "snapshot.py"
 ADMIN_SECRET = "sk-admin-secret-456"
@@ -90,6 +99,8 @@ def test_read_engine_over_http_keeps_no_key() -> None:
 
 def test_snapshot_script_prints_no_key(tmp_path: Path) -> None:
     """The verify snapshot as a host runs it: reads the key from the env file, queries the engine, prints JSON."""
+    if REPO.name == "mutants":
+        pytest.skip("the script imports the installed package, not mutmut's mutated copy")
     env_file = tmp_path / "dsv4-decode.env"
     env_file.write_text(f'SGLANG_DSV4_BF16_INDEX_K=1\nSGLANG_API_KEY="{SECRET}"\n')
     script = tmp_path / "serve_dsv4_decode.sh"
@@ -155,3 +166,35 @@ def test_read_engine_reports_each_kind_of_failure() -> None:
 def test_classify_by_exception_type(exc: BaseException, kind: str) -> None:
     assert classify(exc).kind == kind
     assert classify(urllib.error.URLError(exc)).kind == kind  # urlopen wraps connection errors
+
+
+def test_tls_to_a_plain_http_server_is_classified_as_tls() -> None:
+    """https:// to a server that speaks plain HTTP: the handshake fails, and the transport says TLS."""
+    with http_server(lambda *_: (200, b"{}")) as url:
+        item = fetch(UrllibTransport(), url.replace("http:", "https:"), "/server_info", api_key=None, timeout=5)
+    assert item.problem == "tls"
+    assert item.detail.startswith("TLS error: ")
+
+
+def test_classify_reads_the_text_when_the_type_says_nothing() -> None:
+    assert classify(OSError("timed out")).kind == "timeout"  # a plain OSError whose text says it timed out
+    assert classify(urllib.error.URLError("timed out")).kind == "timeout"
+    refused = classify(ConnectionResetError())  # no text: the error's type names it
+    assert (refused.kind, refused.reason) == ("unreachable", "ConnectionResetError")
+    tls = classify(urllib.error.URLError(ssl.SSLError(1, "certificate verify failed")))
+    assert tls.kind == "tls" and tls.reason == f"TLS error: {ssl.SSLError(1, 'certificate verify failed')}"
+
+
+@pytest.mark.parametrize(
+    ("problem", "hint"),
+    [
+        ("unauthorized", "the server requires an API key: pass api_key (the engine's --api-key)"),
+        ("timeout", "no answer in time: raise timeout or check the server"),
+        ("unreachable", "nothing answers there: is the unit running?"),
+        ("malformed", None),
+    ],
+)
+def test_an_error_line_names_host_endpoint_problem_and_hint(problem: str, hint: str | None) -> None:
+    item = Fetched("/v1/models", problem=problem, detail="why")
+    line = describe("gpu7", "http://10.0.0.7:30001/", item)
+    assert line == f"gpu7: GET http://10.0.0.7:30001/v1/models: {problem} (why)" + (f"; {hint}" if hint else "")
