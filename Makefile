@@ -40,7 +40,8 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv flag-tables lab lab-up lab-deploy lab-info lab-ssh lab-down check test lint verify molecule
+.PHONY: help venv apt parser-venv flag-tables fixtures mutation lab lab-up lab-deploy lab-info lab-ssh lab-down check test \
+	lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -66,6 +67,19 @@ flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables f
 	$(PARSER_VENV)/bin/python tests/deploy/flag_dump.py sglang --write module_utils/sglang_argtable.py
 	$(BIN)/python tests/deploy/flag_dump.py smg --write module_utils/smg_argtable.py
 	$(BIN)/ruff format -q module_utils/sglang_argtable.py module_utils/smg_argtable.py
+
+fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
+	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
+
+# Mutation testing (not part of make test): mutmut mutates module_utils/ in a copy (mutants/) and runs the fast
+# unit suites (tests/unit) against each mutant. MUTATE narrows it to mutant-name globs; the whole of module_utils/
+# is about 7,000 mutants (hours on two cores). docs/mutation.md records the last figures.
+MUTATE ?= module_utils.sglang_live*
+MUTATION_JOBS ?= 2
+
+mutation: venv ## Mutation testing of module_utils/ with the unit suites: kill rate and survivors (MUTATE=globs)
+	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTATE) > mutants.log 2>&1 || true
+	$(BIN)/python bench/mutation_report.py
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)
 	@missing=""; \

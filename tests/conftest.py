@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -9,6 +10,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _import_the_mutated_package() -> None:
+    """Under mutmut (make mutation) the tests run in its copy, mutants/, whose module_utils holds the mutated
+    code: `sglang_envelope` (installed editable from the work tree's module_utils) must name that copy."""
+    package = importlib.import_module("module_utils")
+    assert Path(package.__file__ or "").resolve().parent == REPO / "module_utils", package.__file__
+    sys.modules["sglang_envelope"] = package
+    for path in sorted((REPO / "module_utils").glob("sglang_*.py")):
+        sys.modules[f"sglang_envelope.{path.stem}"] = importlib.import_module(f"module_utils.{path.stem}")
+
+
+if REPO.name == "mutants" and (REPO / "module_utils").is_dir():
+    _import_the_mutated_package()
 
 
 def pytest_configure(config: pytest.Config) -> None:

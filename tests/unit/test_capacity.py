@@ -3,6 +3,7 @@ configurators over a grid (tests/conformance); the figures pinned here were prod
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from sglang_envelope.sglang_capacity import (
     default_mem_fraction,
     dsv4_request_slots,
     kv_cost,
+    requests_that_fit,
     resolve_args,
     resolve_engine,
     resolve_max_running_requests,
@@ -205,3 +207,29 @@ def test_dsv4_swa_pool_is_a_share_of_the_full_pool(dsv4: dict[str, Any]) -> None
     larger = resolve_engine(dsv4, {**DECODE, "swa_full_tokens_ratio": 0.2}, 141)
     assert larger.token_capacity_swa == larger.max_total_num_tokens // 5 // 256 * 256
     assert larger.max_total_num_tokens < default.max_total_num_tokens
+
+
+def test_requests_that_fit_count_whole_pages() -> None:
+    """SGLang allocates KV in whole pages: a request of 131,073 tokens at page 256 holds 513 pages. A pool of
+    1,537 pages (393,472 tokens) holds 2 such requests (3 x 513 = 1,539 pages > 1,537), although 3 x 131,073 =
+    393,219 tokens would be fewer than the pool's."""
+    assert requests_that_fit(1537 * 256, 131_073, 256) == 2
+    assert requests_that_fit(1539 * 256, 131_073, 256) == 3  # three whole 513-page requests
+    assert requests_that_fit(1537 * 256, 131_072, 256) == 3  # 512 pages each: 1,536 of the 1,537
+    assert requests_that_fit(1537 * 256, 131_073, 1) == 3  # page 1: no rounding
+    assert requests_that_fit(100, 0, 64) == 1  # an empty request still takes a page
+
+
+def test_ties_name_the_pool_then_the_engine_slots_then_the_router(dsv4: dict[str, Any]) -> None:
+    """When limits are equal, the table names the one nearest the GPU: the KV pool (memory), then the engine's
+    max_running_requests, then the router's cap (set to protect the engines below it)."""
+    base = resolve_engine(dsv4, DECODE, 141)
+    limits = dataclasses.replace(base, max_total_num_tokens=64 * 8192, max_running_requests=64, page_size=256)
+    (row,) = concurrency_table(limits, [8192], router_concurrency=64)
+    assert (row.fit_in_pool, row.concurrent, row.binding) == (64, 64, "kv_pool")
+    (row,) = concurrency_table(dataclasses.replace(limits, max_total_num_tokens=65 * 8192), [8192], 64)
+    assert (row.fit_in_pool, row.concurrent, row.binding) == (65, 64, "max_running_requests")
+    (row,) = concurrency_table(dataclasses.replace(limits, max_running_requests=65), [8192], 63)
+    assert (row.concurrent, row.binding) == (63, "router")
+    (row,) = concurrency_table(limits, [8192], router_concurrency=0)  # 0: the router has no cap
+    assert (row.concurrent, row.binding) == (64, "kv_pool")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from probes.verdicts import admission_problems, describe, rejection_problems
 from sglang_envelope import sglang_live
 from verify_expect import ENGINE_ROLES, HostPlan
 from verify_remote import run_probe
@@ -97,14 +98,6 @@ def probe(request: pytest.FixtureRequest, runner: Any, host: Any) -> dict[str, A
     return {"config": config, "result": result}
 
 
-def _describe(items: list[dict[str, Any]]) -> str:
-    counts: dict[str, int] = {}
-    for r in items:
-        key = str(r.get("status")) if r.get("status") is not None else (r.get("error") or "no answer")[:60]
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{n}x {k}" for k, n in sorted(counts.items()))
-
-
 def _parallel(probe: dict[str, Any]) -> dict[str, Any]:
     if probe["config"].get("parallel") is None:
         pytest.skip(probe["config"].get("parallel_skipped") or "no parallel probe")
@@ -140,15 +133,8 @@ def test_probe_context_under_accepted(probe: dict[str, Any]) -> None:
 
 def test_probe_parallel_admitted(probe: dict[str, Any]) -> None:
     """max_concurrent_requests + queue_size parallel requests all succeed (running or queued)."""
-    par = _parallel(probe)
-    wave1 = par["wave1"]
-    assert wave1, "no parallel request was sent"
-    bad = [r for r in wave1 if r.get("status") != 200]
-    sample: dict[str, Any] = bad[0] if bad else {}
-    assert not bad, (
-        f"{len(bad)} of {len(wave1)} parallel requests (max_concurrent_requests {par['max_concurrent']} + "
-        f"queue_size {par['queue_size']}) were not served: {_describe(wave1)}; e.g. {sample}"
-    )
+    problems = admission_problems(_parallel(probe))
+    assert not problems, problems[0]
 
 
 def test_probe_parallel_rejected_promptly(probe: dict[str, Any]) -> None:
@@ -156,15 +142,8 @@ def test_probe_parallel_rejected_promptly(probe: dict[str, Any]) -> None:
     par = _parallel(probe)
     if par.get("capped"):
         pytest.skip(par["reason"])
-    limit = probe["config"]["parallel"]["reject_s"]
-    wave2 = par["wave2"]
-    assert len(wave2) == par["extra"] > 0, f"{len(wave2)} extra requests sent, {par['extra']} planned"
-    assert all(r.get("status") == 429 for r in wave2), (
-        f"{len(wave2)} requests over the admission window ({par['max_concurrent']} + {par['queue_size']}, "
-        f"sent {par.get('wave2_at_s')} s after the window filled): {_describe(wave2)}, expected 429 each"
-    )
-    slow = [r["seconds"] for r in wave2 if r["seconds"] >= limit]
-    assert not slow, f"429 took {max(slow)} s (bound {limit} s)"
+    problems = rejection_problems(par, probe["config"]["parallel"]["reject_s"])
+    assert not problems, "; ".join(problems)
 
 
 def test_probe_every_request_accounted(probe: dict[str, Any]) -> None:
@@ -212,6 +191,6 @@ def test_probe_total_context_never_dropped(probe: dict[str, Any]) -> None:
         f"{len(dropped)} of {len(results)} requests ({total['tokens_sent']} tokens against a pool of "
         f"{total['pool_tokens']}) were cut off: {dropped[:3]}"
     )
-    assert completed, f"none of {len(results)} requests completed: {_describe(results)}"
+    assert completed, f"none of {len(results)} requests completed: {describe(results)}"
     usage = (total.get("observed") or {}).get("max_token_usage", 0.0)
     assert usage <= 1.0, f"the decode engine reported token_usage {usage} > 1"

@@ -54,8 +54,14 @@ def load_library(name: str) -> ModuleType:
 
 
 def fixture_body(name: str) -> Any:
+    """A fixture as the server sends it: JSON without its `_provenance` note (see fixtures/README.md)."""
     text = (FIXTURES / name).read_text()
-    return json.loads(text) if name.endswith(".json") else text
+    if not name.endswith(".json"):
+        return text
+    body = json.loads(text)
+    if isinstance(body, dict):
+        body.pop("_provenance", None)
+    return body
 
 
 def set_path(data: Any, dotted: str, value: Any) -> None:
@@ -75,7 +81,7 @@ def set_path(data: Any, dotted: str, value: Any) -> None:
 OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang serves these without the API key
 
 
-class RecordedTransport:
+class FixtureTransport:
     """Answers GETs from a case's `http` table: fixture bodies, patches, statuses, raised transport errors.
 
     With `require_key`, protected paths answer 401 {"error":"Unauthorized"} unless the bearer matches, as SGLang does.

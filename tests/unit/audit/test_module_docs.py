@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from audit_helpers import REPO, RecordedTransport, load_library, run_module
+from audit_helpers import REPO, FixtureTransport, load_library, run_module
 
 MODULES = ("sglang_limits", "sglang_layers", "sglang_audit_report")
 ANSIBLE_DOC = Path(sys.executable).with_name("ansible-doc")
@@ -45,7 +45,7 @@ def test_sglang_limits_returns_what_return_documents() -> None:
     router = {"/readiness": {"fixture": "router_readiness.json"}, "/workers": {"fixture": "router_workers.json"}}
     returned: set[str] = set()
     for role, table in (("decode", engine), ("router", router)):
-        result = run_module(module, {"endpoint": "http://127.0.0.1:1", "role": role}, RecordedTransport(table))
+        result = run_module(module, {"endpoint": "http://127.0.0.1:1", "role": role}, FixtureTransport(table))
         returned |= set(result) - {"changed", "invocation"}
     assert returned == documented, (returned - documented, documented - returned)
 

@@ -1,4 +1,4 @@
-"""library/sglang_limits.py against recorded SGLang 0.5.23 / smg 1.13.0 answers (cases in the .yaml file)."""
+"""library/sglang_limits.py against SGLang bodies made by its own code and synthetic smg bodies (cases: the .yaml)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from audit_helpers import (
     SECRET,
-    RecordedTransport,
+    FixtureTransport,
     fixture_body,
     load_cases,
     load_library,
@@ -30,7 +30,7 @@ def test_case(case: dict[str, Any]) -> None:
     args = dict(case["input"])
     if case.get("model"):
         args["model"] = model_inputs(case["model"])
-    transport = RecordedTransport(case["http"], case.get("require_key"))
+    transport = FixtureTransport(case["http"], case.get("require_key"))
     result = run_module(limits, args, transport)
 
     assert not result.get("failed"), result.get("msg")
@@ -62,7 +62,7 @@ def test_rows_mark_the_drifting_cells() -> None:
     result = run_module(
         limits,
         {"endpoint": "http://127.0.0.1:30001", "role": "decode", "declared": declared, "metrics": False},
-        RecordedTransport(table),
+        FixtureTransport(table),
     )
     rows = {r["key"]: r for r in result["rows"]}
     assert rows["context_length"]["marks"] == {"effective": "drift"}
@@ -74,7 +74,7 @@ def test_rows_mark_the_drifting_cells() -> None:
 def test_api_key_is_read_from_the_env_file_on_the_host(tmp_path: Path) -> None:
     env = tmp_path / "dsv4-decode.env"
     env.write_text(f'SGLANG_DSV4_BF16_INDEX_K=1\nSGLANG_API_KEY="{SECRET}"\n')
-    transport = RecordedTransport(
+    transport = FixtureTransport(
         {"/server_info": {"fixture": "server_info_decode.json"}, "/v1/models": {"fixture": "models.json"}},
         require_key=SECRET,
     )
@@ -88,7 +88,7 @@ def test_api_key_is_read_from_the_env_file_on_the_host(tmp_path: Path) -> None:
 
 def test_unknown_declared_key_fails_naming_it() -> None:
     args = {"endpoint": "http://x", "role": "decode", "declared": {"max_runing_requests": 3}, "name": "lab1"}
-    result = run_module(limits, args, RecordedTransport({}))
+    result = run_module(limits, args, FixtureTransport({}))
     assert result["failed"] is True
     assert result["msg"].startswith("lab1: declared.max_runing_requests")
     assert "not a known decode envelope key" in result["msg"]
@@ -99,7 +99,7 @@ class BarrierTransport:
 
     def __init__(self, parties: int) -> None:
         self.barrier = threading.Barrier(parties, timeout=5)
-        self.inner = RecordedTransport(
+        self.inner = FixtureTransport(
             {
                 "/server_info": {"fixture": "server_info_decode.json"},
                 "/v1/models": {"fixture": "models.json"},
@@ -122,7 +122,7 @@ def test_endpoints_of_one_engine_are_fetched_concurrently() -> None:
 
 
 def test_fixture_holds_the_secret_the_tests_look_for() -> None:
-    """Guard: the leak check above is only meaningful if the recorded body carries the key in plaintext."""
+    """Guard: the leak check above is only meaningful if the body SGLang built carries the key in plaintext."""
     body = fixture_body("server_info_decode.json")
     assert body["api_key"] == SECRET and SECRET in body["launch_command"]
 

@@ -9,7 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 import yaml
-from audit_helpers import SECRET, RecordedTransport, load_library, model_inputs, run_module
+from audit_helpers import SECRET, FixtureTransport, load_library, model_inputs, run_module
 from sglang_envelope import sglang_report
 from sglang_envelope.sglang_report import build, render_markdown, render_text, write
 
@@ -28,10 +28,21 @@ HTTP = {
 ROUTER_HTTP = {"/readiness": {"fixture": "router_readiness.json"}, "/workers": {"fixture": "router_workers.json"}}
 
 
-def decode_record(host: str = "lab1", models_patch: dict[str, Any] | None = None, **declared: Any) -> dict[str, Any]:
+def decode_record(
+    host: str = "lab1",
+    models_patch: dict[str, Any] | None = None,
+    pool: int | None = None,
+    **declared: Any,
+) -> dict[str, Any]:
+    """The audit record of the decode fixture; `pool` patches in a smaller KV pool (a synthetic departure)."""
     table = dict(HTTP)
     if models_patch:
         table["/v1/models"] = {"fixture": "models.json", "patch": models_patch}
+    if pool is not None:
+        patch = {"max_total_num_tokens": pool, "internal_states.0.memory_usage.token_capacity": pool}
+        table["/server_info"] = {"fixture": "server_info_decode.json", "patch": patch}
+        table["/v1/loads"] = {"fixture": "loads_decode.json", "patch": {"loads.0.max_total_num_tokens": pool}}
+        table["/metrics"] = {"status": 404, "raw": '{"detail":"Not Found"}'}
     args = {
         "endpoint": "http://127.0.0.1:30001",
         "role": "decode",
@@ -42,7 +53,7 @@ def decode_record(host: str = "lab1", models_patch: dict[str, Any] | None = None
         "on_disk": {**DECODE, **declared},
         "model": model_inputs("deepseek-v4-flash"),
     }
-    limits = run_module(limits_module, args, RecordedTransport(table))
+    limits = run_module(limits_module, args, FixtureTransport(table))
     layers = {"running_source": "proc", "restart_pending": False, "problems": [], "notes": []}
     return {"host": host, "role": "decode", "layers": layers, "limits": limits}
 
@@ -51,7 +62,7 @@ def router_record(**declared: Any) -> dict[str, Any]:
     envelope = {**ROUTER, **declared}
     args = {"endpoint": "http://127.0.0.1:8000", "role": "router", "name": "lab1", "declared": envelope,
             "running": envelope, "on_disk": envelope}  # fmt: skip
-    limits = run_module(limits_module, args, RecordedTransport(ROUTER_HTTP))
+    limits = run_module(limits_module, args, FixtureTransport(ROUTER_HTTP))
     layers = {"running_source": "files", "restart_pending": False, "problems": [], "notes": []}
     return {"host": "lab1", "role": "router", "layers": layers, "limits": limits}
 
@@ -64,19 +75,30 @@ def test_clean_fleet_passes_and_names_the_binding_limit() -> None:
     assert fleet["decode_running"] == 64 and fleet["router_max_concurrent_requests"] == 128
     assert (fleet["parallel_calls"], fleet["binding"]) == (64, "decode fleet max_running_requests")
     decode = report.servers[0]
-    # 1843200 tokens / 131072 per request (page 256) = 14 full-length requests; 14 < 64 running slots.
-    assert decode.capacity["full_length_fit"] == 1843200 // 131072
-    assert decode.capacity["full_length_at_once"] == 14
+    # SGLang's pool for this envelope: 11,159,040 tokens = 43,590 pages of 256. A 131,072-token request takes
+    # 512 pages, so 85 full-length requests fit (85 x 512 = 43,520 pages; 86 would need 44,032); 64 slots run.
+    assert decode.capacity["pool_tokens"] == 11_159_040
+    assert decode.capacity["full_length_fit"] == 85
+    assert decode.capacity["full_length_at_once"] == 64
     assert decode.capacity["bf16_index_k"] is True
     share = decode.capacity["bf16_index_share"]
     assert 0 < share < 1
-    expected_extra = int(1843200 / (1 - share)) // 256 * 256 - 1843200
-    assert decode.capacity["bf16_index_tokens"] == expected_extra
+    text = render_text(report)
+    assert "parallel calls: 64, bound by decode fleet max_running_requests" in text
+    assert "85 full-length requests fit; with max_running_requests 64, 64 run at once" in text
+    assert f"bf16 index keys cost {share * 100:.1f}% of the KV pool" in text
+
+
+def test_a_small_pool_binds_at_full_context() -> None:
+    """A pool patched down to 1,843,200 tokens (7,200 pages): 7,200 // 512 = 14 full-length requests, fewer than 64."""
+    report = build([decode_record(pool=1_843_200), router_record(max_concurrent_requests=128)])
+    decode = report.servers[0]
+    assert decode.capacity["full_length_fit"] == 14
+    assert decode.capacity["full_length_at_once"] == 14
     text = render_text(report)
     assert "parallel calls: 64, bound by decode fleet max_running_requests" in text
     assert "parallel calls at the full context of 131072 tokens: 14, bound by decode KV pools at full context" in text
     assert "14 full-length requests fit" in text
-    assert f"bf16 index keys cost {share * 100:.1f}% of the KV pool" in text
 
 
 def test_router_binds_when_it_admits_fewer_than_the_decode_fleet_runs() -> None:
@@ -130,7 +152,7 @@ def test_engine_down_is_unreachable_and_a_read_error_is_an_error() -> None:
     down["limits"] = run_module(
         limits_module,
         {"endpoint": "http://127.0.0.1:30001", "role": "decode", "name": "lab1", "declared": DECODE},
-        RecordedTransport({p: {"error": "unreachable", "reason": "refused"} for p in HTTP}),
+        FixtureTransport({p: {"error": "unreachable", "reason": "refused"} for p in HTTP}),
     )
     failed = {"host": "lab2", "role": "prefill", "failed": "systemctl show failed (rc=1)"}
     report = build([down, failed])

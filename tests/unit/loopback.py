@@ -1,0 +1,66 @@
+"""Servers on 127.0.0.1 for tests of the real HTTP paths: a scripted HTTP server, a socket that accepts and
+never answers, and a port where nothing listens. Each lives only inside its `with` block."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# (method, path, headers, body) -> (status, body)
+Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, bytes]]
+
+
+@contextmanager
+def http_server(handle: Handler) -> Iterator[str]:
+    """An HTTP server on a free loopback port answering with `handle`; yields its base URL."""
+
+    class Answer(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            status, payload = handle(self.command, self.path, dict(self.headers.items()), body)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A loopback port whose listener accepts connections (the kernel's backlog) and never answers."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): a connection there is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
