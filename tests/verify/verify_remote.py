@@ -22,7 +22,15 @@ from verify_expect import REPO, HostPlan
 HERE = Path(__file__).resolve().parent
 MODULE_UTILS = REPO / "module_utils"
 # The project's core modules the snapshot imports on the host (stdlib only, see their headers).
-SHIPPED = ("sglang_schema.py", "sglang_flags.py", "sglang_layers.py", "sglang_live.py")
+SHIPPED = (
+    "sglang_schema.py",
+    "sglang_flags.py",
+    "sglang_layers.py",
+    "sglang_live.py",
+    "sglang_argspec.py",
+    "sglang_argtable.py",
+    "smg_argtable.py",
+)
 PROBE = HERE / "probes" / "envelope_probe.py"
 
 
