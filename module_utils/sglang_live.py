@@ -402,9 +402,10 @@ def _cuda_graphs(info: Mapping[str, Any], live: EngineLive) -> None:
         section = config.get(phase)
         if not isinstance(section, dict):
             continue
-        if f"cuda_graph_max_bs_{phase}" not in live.effective and section.get("max_bs") is not None:
+        # SGLang 0.5.23 echoes the top-level flags as null when unset; the applied values are in the config.
+        if live.effective.get(f"cuda_graph_max_bs_{phase}") is None and section.get("max_bs") is not None:
             live.effective[f"cuda_graph_max_bs_{phase}"] = _typed(f"cuda_graph_max_bs_{phase}", section["max_bs"])
-        if f"cuda_graph_bs_{phase}" not in live.effective and isinstance(section.get("bs"), list):
+        if live.effective.get(f"cuda_graph_bs_{phase}") is None and isinstance(section.get("bs"), list):
             live.effective[f"cuda_graph_bs_{phase}"] = _typed(f"cuda_graph_bs_{phase}", section["bs"])
 
 

@@ -200,6 +200,7 @@ def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
     if decode:
         out["decode_running"] = sum(s.capacity["max_running_requests"] for s in decode)
         out["decode_full_length_at_once"] = sum(s.capacity["full_length_at_once"] for s in decode)
+        out["decode_full_length_fit"] = sum(s.capacity["full_length_fit"] for s in decode)
         out["context_length"] = min(s.capacity["context_length"] for s in decode)
         out["decode_pool_tokens"] = sum(s.capacity["pool_tokens"] for s in decode)
     bounds = {}
@@ -211,7 +212,8 @@ def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
         low = min(bounds.values())
         out["parallel_calls"], out["binding"] = low, " = ".join(k for k, v in bounds.items() if v == low)
     if "decode_full_length_at_once" in out:
-        full = dict(bounds, **{"decode KV pools at full context": out["decode_full_length_at_once"]})
+        # The KV pools bound only by what they hold; the running slots are their own bound above.
+        full = dict(bounds, **{"decode KV pools at full context": out["decode_full_length_fit"]})
         low = min(full.values())
         out["parallel_calls_full_context"] = low
         out["binding_full_context"] = " = ".join(k for k, v in full.items() if v == low)

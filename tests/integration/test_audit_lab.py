@@ -101,7 +101,9 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
     assert decode["version"] == "0.5.23" and decode["capacity"]["full_length_fit"] > 0
     # The effective index-key dtype, with where it came from, in the table and the notes.
     assert decode["live"]["bf16_index_k"] is True
-    assert any(n.startswith("effective bf16_index_k from ") for n in decode["notes"]), decode["notes"]
+    # The simulator reports the dtype as the patched engine does (internal_states[0].dsv4_index_k_dtype).
+    source = "effective bf16_index_k from /server_info internal_states[0].dsv4_index_k_dtype"
+    assert any(n.startswith(source) for n in decode["notes"]), decode["notes"]
     # Risks of the live envelope, each with numbers and fixes that pass the fleet validation.
     assert "risks (from the live values):" in run.output
     ids = {r["id"] for r in report["risks"]}

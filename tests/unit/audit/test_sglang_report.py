@@ -85,6 +85,8 @@ def test_clean_fleet_passes_and_names_the_binding_limit() -> None:
     assert 0 < share < 1
     text = render_text(report)
     assert "parallel calls: 64, bound by decode fleet max_running_requests" in text
+    # 85 fit in the pools at the full context, so the running slots bind there too, not the KV pools.
+    assert "full context of 131072 tokens: 64, bound by decode fleet max_running_requests\n" in text
     assert "85 full-length requests fit; with max_running_requests 64, 64 run at once" in text
     assert f"bf16 index keys cost {share * 100:.1f}% of the KV pool" in text
 
