@@ -77,7 +77,7 @@ def test_no_file_the_user_can_read_holds_the_key(lab_host: testinfra.host.Host) 
 
 
 def test_an_unprivileged_user_does_not_see_the_engines(lab_host: testinfra.host.Host) -> None:
-    seen = _as_user(lab_host, "ps -eo user,args ww")
+    seen = _as_user(lab_host, "ps -eo user:32,args ww")  # full user names: ps truncates them to 8 characters
     assert "sglang" not in seen.replace(USER, ""), f"{USER} sees the servers' processes:\n{seen}"
 
 
