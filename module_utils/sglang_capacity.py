@@ -227,6 +227,13 @@ def model_context_len(config: Mapping[str, Any]) -> int:
     return int(_req(config, "max_position_embeddings"))
 
 
+def activation_tokens(mode: str, max_running_requests: Any, chunked_prefill_size: Any) -> int:
+    """Tokens SGLang reserves activation memory for when it picks --mem-fraction-static (memory_hook): the running
+    batch on a decode engine, the prefill chunk elsewhere, at least 2048."""
+    size = max_running_requests if mode == "decode" else chunked_prefill_size
+    return max(int(size or 0), 2048)
+
+
 def default_mem_fraction(gpu_memory_gib: float, tp_size: int, activation_tokens: int) -> float:
     """SGLang's estimate when --mem-fraction-static is unset (memory_hook.handle_gpu_memory_settings)."""
     gpu_mb = gpu_memory_gib * 1024
@@ -263,8 +270,7 @@ def resolve_args(config: Mapping[str, Any], envelope: Mapping[str, Any], gpu_mem
             out["page_size"] = 64 if _arch(config) in DSA_ARCHS else 1
     if out.get("mem_fraction_static") is None:
         mode = out["disaggregation_mode"]
-        running = int(out.get("max_running_requests") or 0)
-        activation = max(running, 2048) if mode == "decode" else max(int(out["chunked_prefill_size"]), 2048)
+        activation = activation_tokens(mode, out.get("max_running_requests"), out["chunked_prefill_size"])
         out["mem_fraction_static"] = default_mem_fraction(gpu_memory_gib, tp, activation)
     return out
 

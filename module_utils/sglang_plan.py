@@ -25,17 +25,24 @@ from typing import Any
 try:
     from ansible.module_utils.sglang_capacity import (
         EngineLimits,
+        activation_tokens,
         concurrency_table,
         default_mem_fraction,
         requests_that_fit,
     )
     from ansible.module_utils.sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
-    from ansible.module_utils.sglang_schema import EnvelopeError, parse_size
+    from ansible.module_utils.sglang_schema import parse_size
     from ansible.module_utils.sglang_validate import check_fleet, engine_limits
 except ImportError:
-    from .sglang_capacity import EngineLimits, concurrency_table, default_mem_fraction, requests_that_fit
+    from .sglang_capacity import (
+        EngineLimits,
+        activation_tokens,
+        concurrency_table,
+        default_mem_fraction,
+        requests_that_fit,
+    )
     from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
-    from .sglang_schema import EnvelopeError, parse_size
+    from .sglang_schema import parse_size
     from .sglang_validate import check_fleet, engine_limits
 
 MAX_EXTRA_DECODE_HOSTS = 16
@@ -215,7 +222,7 @@ def _safe_fraction(fleet: Fleet) -> float:
     host = fleet.hosts("decode")[0]
     hv = fleet.hostvars[host]
     env = engine_envelope("decode", hv)
-    activation = max(int(env.get("max_running_requests") or 0), 2048)
+    activation = activation_tokens("decode", env.get("max_running_requests"), env.get("chunked_prefill_size"))
     return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
 
 
@@ -405,7 +412,4 @@ def render(result: Plan, inventory: str) -> str:
 
 
 def fleet_from_inventory(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> Fleet:
-    try:
-        return Fleet({h: dict(v) for h, v in hostvars.items()}, {g: list(h) for g, h in groups.items()})
-    except (TypeError, EnvelopeError) as exc:
-        raise PlanError(str(exc)) from None
+    return Fleet({h: dict(v) for h, v in hostvars.items()}, {g: list(h) for g, h in groups.items()})

@@ -20,12 +20,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 try:
-    from ansible.module_utils.sglang_capacity import default_mem_fraction, is_dsv4, requests_that_fit
+    from ansible.module_utils.sglang_capacity import (
+        activation_tokens,
+        default_mem_fraction,
+        is_dsv4,
+        requests_that_fit,
+    )
     from ansible.module_utils.sglang_declared import engine_envelope, router_envelope
     from ansible.module_utils.sglang_plan import Fleet, Option, Shape, change, plan
     from ansible.module_utils.sglang_validate import engine_limits
 except ImportError:
-    from .sglang_capacity import default_mem_fraction, is_dsv4, requests_that_fit
+    from .sglang_capacity import activation_tokens, default_mem_fraction, is_dsv4, requests_that_fit
     from .sglang_declared import engine_envelope, router_envelope
     from .sglang_plan import Fleet, Option, Shape, change, plan
     from .sglang_validate import engine_limits
@@ -169,10 +174,7 @@ def _headroom(judge: _Judge) -> None:
         if fraction is None or engine.gpu_memory_gib <= 0:  # GPU memory unknown (a live fleet without its declaration)
             continue
         tp = int(env.get("tp_size") or 1)
-        if engine.role == "decode":
-            activation = max(int(env.get("cuda_graph_max_bs_decode") or engine.running), 2048)
-        else:
-            activation = max(int(env.get("chunked_prefill_size") or 0), 2048)
+        activation = activation_tokens(engine.role, engine.running, env.get("chunked_prefill_size"))
         sglang_choice = default_mem_fraction(engine.gpu_memory_gib, tp, activation)
         if float(fraction) <= sglang_choice:
             continue
