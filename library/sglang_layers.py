@@ -10,7 +10,14 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_declared import UNIT_NAMES
 from ansible.module_utils.sglang_drift import host_drift
-from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers, release_leftovers
+from ansible.module_utils.sglang_layers import (
+    ENV_FILE,
+    SCRIPT,
+    HostFiles,
+    read_layers,
+    release_leftovers,
+    release_switch,
+)
 
 DOCUMENTATION = r"""
 ---
@@ -142,11 +149,18 @@ releases:
   returned: always
   type: list
   elements: str
+release_switch:
+  description:
+    - An engine release switch that started and did not finish (C(to), C(from), C(since)), read from
+      C(sglang_release.fact) beside O(facts_file) when O(releases_dir) is set; null otherwise.
+  returned: always
+  type: dict
 drift:
   description:
     - Drift of the host beyond the envelope keys, judged by the audit's comparison (module_utils/sglang_drift.py) -
       an interrupted or rolled-back deploy (key C(deploy)), a wrong owner, group or mode (key C(file:<name>)),
-      leftover backups (key C(backups)), releases the deploy would not keep (key C(releases), information).
+      leftover backups (key C(backups)), releases the deploy would not keep (key C(releases), information), an
+      interrupted release switch (key C(release)).
   returned: always
   type: list
   elements: dict
@@ -177,8 +191,9 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
     )
     name = p["name"] or socket.gethostname()
     releases = release_leftovers(host, p["releases_dir"], p["keep_releases"]) if p["releases_dir"] else []
+    switch = release_switch(host, p["facts_file"]) if p["releases_dir"] and p["facts_file"] else None
     drift = host_drift(layers.files, p["declared_files"], layers.backups, layers.deployed, layers.in_progress,
-                       releases)  # fmt: skip
+                       releases, switch)  # fmt: skip
     return {
         "changed": False,
         "role": role,
@@ -193,6 +208,7 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
         "in_progress": layers.in_progress,
         "backups": layers.backups,
         "releases": releases,
+        "release_switch": switch,
         "drift": [asdict(d) for d in drift],
         "problems": [f"{name}: {problem}" for problem in layers.problems],
         "notes": layers.notes,

@@ -396,10 +396,18 @@ def host_drift(
     deployed: Mapping[str, Any] | None,
     in_progress: Mapping[str, Any] | None = None,
     releases: list[str] | None = None,
+    release_switch: Mapping[str, Any] | None = None,
 ) -> list[Drift]:
-    """Drift of one server's host beyond the envelope keys: an unfinished deploy, a file whose owner, group or mode
-    is not what the roles declare, and backup copies a finished deploy would have removed."""
+    """Drift of one server's host beyond the envelope keys: an unfinished deploy or release switch, a file whose
+    owner, group or mode is not what the roles declare, and backup copies a finished deploy would have removed."""
     out: list[Drift] = []
+    if release_switch is not None:
+        why = (
+            f"interrupted switch to release {release_switch.get('to')} (from {release_switch.get('from')}) at "
+            f"{release_switch.get('since', 'an unknown time')}: not every engine of the host runs the current "
+            "release; rerun site.yml"
+        )
+        out.append(Drift("release", "on_disk", ["on_disk"], None, release_switch.get("to"), "drift", why))
     if in_progress is not None:
         why = interrupted_deploy(in_progress, deployed)
         out.append(Drift("deploy", "on_disk", ["on_disk"], None, in_progress.get("since"), "drift", why))

@@ -180,6 +180,22 @@ class HostFiles:
         return [str(Path(path).parent / name) for name in names]
 
 
+RELEASE_FACT = "sglang_release.fact"  # beside sglang.fact: an engine release switch that has not finished
+
+
+def release_switch(host: HostFiles, facts_file: str) -> dict[str, Any] | None:
+    """The record of an engine release switch that has not finished ({to, from, since}), or None.
+
+    The engine roles write it before a new release is unpacked or linked and remove it once every engine of the
+    host recorded the current release, or a rollback put the previous release back."""
+    raw = host.read_text(str(Path(facts_file).parent / RELEASE_FACT))
+    try:
+        marker = json.loads(raw).get("in_progress") if raw else None
+    except (ValueError, AttributeError):
+        return {"to": None, "from": None, "since": None, "unreadable": True}
+    return dict(marker) if isinstance(marker, dict) else None
+
+
 def release_leftovers(host: HostFiles, releases_dir: str, keep: int) -> list[str]:
     """Releases under `releases_dir` that the deploy would not keep: not the target of the `current` or `previous`
     link beside it, not among the newest `keep` + 1 (the engine role's pruning rule), or incomplete (no

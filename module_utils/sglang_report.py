@@ -91,7 +91,7 @@ def _index_k_note(limits: Mapping[str, Any]) -> list[str]:
 # What the report keeps of the layers module's result.
 LAYER_FIELDS = (
     "running_source", "restart_pending", "edited_since_deploy", "unit", "files",
-    "in_progress", "backups",
+    "in_progress", "backups", "release_switch",
 )  # fmt: skip
 
 

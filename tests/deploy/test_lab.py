@@ -7,6 +7,7 @@ import json
 
 import pytest
 import testinfra.host
+import yaml
 from deploytools import REPO, Run, playbook
 from testinfra.utils.ansible_runner import AnsibleRunner
 
@@ -79,6 +80,29 @@ def test_check_diff_after_a_run_changes_nothing(release: str) -> None:
     run = _pinned(release, "--check", "--diff").check()
     assert run.recap()[LAB_HOST]["changed"] == 0, run.output[-4000:]
     assert "--- before" not in run.output
+
+
+def test_check_diff_with_a_pending_change_shows_it_and_changes_nothing(
+    lab_host: testinfra.host.Host, release: str
+) -> None:
+    """A pending change to the decode engine (mem_fraction_static 0.83 -> 0.82): --check --diff shows exactly the one
+    changed line of its serve script, the environment file's diff stays hidden (it holds the key), and the host is
+    untouched: the same files, facts and processes."""
+    state = (
+        "sha1sum /opt/sglang/bin/*.sh /etc/sglang/*.env /etc/systemd/system/sglang-dsv4-*.service "
+        "/etc/ansible/facts.d/sglang.fact; systemctl show -p MainPID --value " + " ".join(UNITS)
+    )
+    before = lab_host.check_output(state)
+    envelope = yaml.safe_load((REPO / "group_vars/all/envelope.yml").read_text())
+    change = json.dumps({"sglang_decode": dict(envelope["sglang_decode"], mem_fraction_static=0.82)})
+    run = _pinned(release, "--check", "--diff", "-e", change).check()
+    diffs = [block for block in run.output.split("--- before: ")[1:]]
+    assert [b.split("\n", 1)[0] for b in diffs] == ["/opt/sglang/bin/serve_dsv4_decode.sh"], run.output[-4000:]
+    changed = [line for line in diffs[0].splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["-  --mem-fraction-static 0.83 \\", "+  --mem-fraction-static 0.82 \\"], diffs[0]
+    assert LAB_KEY not in run.output
+    assert run.recap()[LAB_HOST]["changed"] > 0, "the check run did not report the pending change"
+    assert lab_host.check_output(state) == before, "a --check run changed the host"
 
 
 def test_failed_restart_rolls_back_to_the_running_version(lab_host: testinfra.host.Host, release: str) -> None:

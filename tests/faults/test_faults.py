@@ -8,11 +8,16 @@
   copy is left.
 
 The decode engine's change used by the interruptions is mem_fraction_static 0.83 -> 0.82, passed as extra vars.
+The faults: a health gate that never passes; an engine that passes its gate and crash-loops 10 s later; the router
+failing its readiness gate; SIGINT then SIGKILL of the controller after each phase of the decode engine's deploy; the
+SSH connection dropped while the decode engine's gate waits; the disk full when the files and their backups are
+written; a release switch interrupted between the unpack and the link.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from faulttools import REPO, UNITS, Outcome, Run, after, backups, facts, metadata, playbook, wait_serving
+from faulttools import REPO, UNITS, Outcome, Run, after, backups, facts, metadata, playbook, sh, wait_serving
 
 pytestmark = [pytest.mark.faults, pytest.mark.lab]
 
@@ -36,6 +41,10 @@ def decode_change() -> str:
     envelope = yaml.safe_load((REPO / "group_vars/all/envelope.yml").read_text())
     decode = dict(envelope["sglang_decode"], mem_fraction_static=0.82)
     return json.dumps({"sglang_decode": decode})
+
+
+def main_pids() -> dict[str, str]:
+    return {role: sh(f"systemctl show -p MainPID --value {unit}").strip() for role, unit in UNITS.items()}
 
 
 def audit(tmp_path: Path) -> tuple[Run, dict[str, Any]]:
@@ -68,6 +77,7 @@ def check_metadata() -> None:
 
 
 def check_recovery(pinned: tuple[str, ...], tmp_path: Path) -> str:
+    """A plain rerun of the same command (`pinned`: its extra arguments) converges; the next changes nothing."""
     run = playbook("site.yml", *pinned)
     assert run.returncode == 0, f"the rerun failed:\n{run.tail()}"
     again = playbook("site.yml", *pinned)
@@ -76,8 +86,25 @@ def check_recovery(pinned: tuple[str, ...], tmp_path: Path) -> str:
     assert audit_run.returncode == 0, f"audit not clean after the rerun: {report['summary']}\n{audit_run.tail()}"
     assert backups() == [], backups()
     assert not any("in_progress" in r for r in facts().values()), facts()
+    assert sh("test -e /etc/ansible/facts.d/sglang_release.fact && echo left", check=False) == ""
     check_metadata()
     return f"converged, changed=0 ({run.seconds:.0f}+{again.seconds:.0f} s)"
+
+
+def check_rolled_back(run: Run, unit: str, why: str, outcome: Outcome, tmp_path: Path) -> None:
+    """The run failed saying `unit` failed its gate (`why`) and was rolled back; everything serves the previous
+    version with exact files, no backup and no marker, and the audit is clean."""
+    assert run.returncode != 0, run.tail()
+    assert f"{unit} failed its health gate after the change ({why}" in run.output, run.tail()
+    assert "was rolled back" in run.output
+    audit_run, report = audit(tmp_path)
+    outcome.serving = check_serving(report) + " (rolled back)"
+    # The rollback puts the files back exactly (owner, group, mode), removes its backups and drops the marker.
+    check_metadata()
+    assert backups() == [], backups()
+    assert not any("in_progress" in r for r in facts().values()), facts()
+    assert audit_run.returncode == 0, f"audit after the rollback: {report['summary']}\n{audit_run.tail()}"
+    outcome.reports = "audit clean, metadata exact"
 
 
 def test_health_gate_never_passes(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
@@ -85,17 +112,40 @@ def test_health_gate_never_passes(pinned: tuple[str, ...], outcome: Outcome, tmp
     env = dict(lab_vars()["sglang_engine_extra_env"], SGLANG_SIM_NEVER_READY="1")
     fault = json.dumps({"sglang_engine_extra_env": env, "sglang_engine_health_timeout": 6})
     run = playbook("site.yml", *pinned, "-e", fault)
-    assert run.returncode != 0, run.tail()
-    assert "sglang-dsv4-prefill failed its health gate after the change" in run.output, run.tail()
-    assert "was rolled back" in run.output
-    audit_run, report = audit(tmp_path)
-    outcome.serving = check_serving(report) + " (rolled back)"
-    # The rollback puts the files back exactly (owner, group, mode), removes its backups and drops the marker.
-    check_metadata()
-    assert backups() == [], backups()
-    assert "in_progress" not in facts()["prefill"], facts()["prefill"]
-    assert audit_run.returncode == 0, f"audit after the rollback: {report['summary']}\n{audit_run.tail()}"
-    outcome.reports = "audit clean, metadata exact"
+    check_rolled_back(run, UNITS["prefill"], "restarted, then not healthy in time", outcome, tmp_path)
+    outcome.recovery = check_recovery(pinned, tmp_path)
+    outcome.seconds = time.monotonic() - start
+
+
+def test_crash_loop_after_the_gate(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """The new version answers its gate, then exits 10 s later, again after every restart by systemd. The gate
+    watches the process for sglang_common_health_settle (15 s here) and rolls it back."""
+    outcome.fault = "crash-loop 10 s after the gate"
+    start = time.monotonic()
+    env = dict(lab_vars()["sglang_engine_extra_env"], SGLANG_SIM_CRASH_AFTER_S="10")
+    fault = json.dumps({"sglang_engine_extra_env": env, "sglang_common_health_settle": 15})
+    run = playbook("site.yml", *pinned, "-e", fault)
+    check_rolled_back(run, UNITS["prefill"], "passed its gate, then stopped", outcome, tmp_path)
+    outcome.notes.append(next(line.strip() for line in run.output.splitlines() if "passed its gate, then" in line))
+    outcome.recovery = check_recovery(pinned, tmp_path)
+    outcome.seconds = time.monotonic() - start
+
+
+def test_router_fails_its_readiness_gate(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """The new router cannot see its workers healthy: it probes them every second on a path the engines do not
+    serve and gives up on a worker after one failure, so /readiness never reports every worker within the gate's
+    timeout. The router is rolled back; the engines are not touched."""
+    outcome.fault = "router readiness gate fails"
+    start = time.monotonic()
+    engines = {role: pid for role, pid in main_pids().items() if role != "router"}
+    lost = ["--health-check-endpoint", "/no-such-endpoint", "--health-check-interval-secs", "1",
+            "--health-failure-threshold", "1"]  # fmt: skip
+    fault = json.dumps({
+        "sglang_router_extra_args": ["--disable-tokenizer-autoload", *lost], "sglang_router_health_timeout": 10,
+    })  # fmt: skip
+    run = playbook("site.yml", *pinned, "-e", fault)
+    check_rolled_back(run, UNITS["router"], "restarted, then not healthy in time", outcome, tmp_path)
+    assert {role: pid for role, pid in main_pids().items() if role != "router"} == engines, "an engine restarted"
     outcome.recovery = check_recovery(pinned, tmp_path)
     outcome.seconds = time.monotonic() - start
 
@@ -111,14 +161,11 @@ def _interrupt(phase: str) -> Callable[[str], bool]:
     }[phase]
 
 
-@pytest.mark.parametrize("phase", ["files written", "restart issued", "gate waiting", "facts written"])
-def test_controller_killed(phase: str, pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
-    """SIGINT, then SIGKILL 2 s later, of ansible-playbook right after a phase of the decode engine's deploy."""
-    outcome.fault = f"SIGINT+SIGKILL after decode {phase}"
-    start = time.monotonic()
-    run = playbook("site.yml", *pinned, "-e", decode_change(), stop_when=_interrupt(phase))
+def check_interrupted(run: Run, phase: str, outcome: Outcome, tmp_path: Path) -> None:
+    """After a run stopped at `phase` of the decode engine's deploy: everything serves, with no process running
+    values its files lack, and the audit reports an interrupted deploy (never a hand edit)."""
     assert run.interrupted_at, f"the phase was never reached:\n{run.tail()}"
-    outcome.notes.append(f"interrupted at: {run.interrupted_at}")
+    outcome.notes.append(f"stopped at: {run.interrupted_at}")
     audit_run, report = audit(tmp_path)
     outcome.serving = check_serving(report, restart_pending_ok=phase == "files written")
     items = drift(report, "decode")
@@ -141,6 +188,134 @@ def test_controller_killed(phase: str, pinned: tuple[str, ...], outcome: Outcome
         outcome.reports = "decode: interrupted deploy (marker)"
     assert audit_run.returncode != 0, "the audit passed a host with an unfinished change"
     check_metadata()
+
+
+@pytest.mark.parametrize("phase", ["files written", "restart issued", "gate waiting", "facts written"])
+def test_controller_killed(phase: str, pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """SIGINT, then SIGKILL 2 s later, of ansible-playbook right after a phase of the decode engine's deploy."""
+    outcome.fault = f"SIGINT+SIGKILL after decode {phase}"
+    start = time.monotonic()
+    run = playbook("site.yml", *pinned, "-e", decode_change(), stop_when=_interrupt(phase))
+    check_interrupted(run, phase, outcome, tmp_path)
     outcome.recovery = check_recovery(pinned, tmp_path)
     outcome.seconds = time.monotonic() - start
     assert UNITS["decode"] in run.output
+
+
+def drop_ssh(proc: subprocess.Popen[str]) -> None:
+    """The network to the lab host fails for 20 s: sshd stops listening (its sessions live on, KillMode=process) and
+    comes back by a timer; every SSH connection is cut where it enters the host's network (the socat carrying it)."""
+    sh("systemd-run --on-active=20 systemctl start ssh.service && systemctl stop ssh.service")
+    subprocess.run(["pkill", "-KILL", "-f", "socat - TCP:127.0.0.1:22"], check=False)
+
+
+def test_ssh_connection_dropped(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """The SSH connection breaks while the decode engine's gate waits: the host is unreachable for the rest of the
+    play, which ends failed; the new decode process runs its new files and the marker says the deploy did not
+    finish."""
+    outcome.fault = "SSH dropped while decode's gate waits"
+    start = time.monotonic()
+    run = playbook("site.yml", *pinned, "-e", decode_change(), stop_when=_interrupt("gate waiting"), fault=drop_ssh)
+    assert run.returncode != 0 and "UNREACHABLE!" in run.output, run.tail()
+    wait_ssh()
+    check_interrupted(run, "gate waiting", outcome, tmp_path)
+    outcome.recovery = check_recovery(pinned, tmp_path)
+    outcome.seconds = time.monotonic() - start
+
+
+def wait_ssh(timeout: float = 60) -> None:
+    """Wait (bounded) for the lab host's sshd to accept connections again."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            sh("true", timeout=10)
+            return
+        except (AssertionError, subprocess.TimeoutExpired):
+            time.sleep(2)
+    raise AssertionError("the lab host's sshd did not come back")
+
+
+FULL = "/run/sglang-fault-full"
+
+
+def fill_disk(path: str) -> None:
+    """Put `path` on a small file system of its own (its files copied, owners and modes kept) and fill it."""
+    sh(f"mkdir -p {FULL} && mount -t tmpfs -o size=512k tmpfs {FULL} && cp -a {path}/. {FULL}/ && "
+       f"mount --bind {FULL} {path} && (dd if=/dev/zero of={path}/.fill bs=4k 2>/dev/null || true)")  # fmt: skip
+
+
+def free_disk(path: str) -> None:
+    sh(f"rm -f {path}/.fill; umount {path}; umount {FULL}; rmdir {FULL}", check=False)
+
+
+def test_disk_full_when_the_files_are_written(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """/opt/sglang/bin is full: the decode change (its serve script) cannot write the script's backup. The deploy
+    says so, puts back what it had replaced (nothing here), drops the marker and restarts nothing: the previous
+    version serves, exactly as before."""
+    outcome.fault = "disk full while the files are written"
+    start = time.monotonic()
+    before = {"sums": sh("sha1sum /opt/sglang/bin/*.sh /etc/sglang/*.env"), "pids": main_pids(), "meta": metadata()}
+    fill_disk("/opt/sglang/bin")
+    try:
+        run = playbook("site.yml", *pinned, "-e", decode_change())
+        assert run.returncode != 0, run.tail()
+        assert f"Writing the files of {UNITS['decode']} failed" in run.output, run.tail()
+        assert f"No file had been replaced; {UNITS['decode']} was not restarted" in run.output, run.tail()
+        assert sh("sha1sum /opt/sglang/bin/*.sh /etc/sglang/*.env") == before["sums"], "a file changed"
+        assert main_pids() == before["pids"], "a server restarted"
+        assert metadata() == before["meta"]
+        assert backups() == [], backups()
+        assert not any("in_progress" in r for r in facts().values()), facts()
+        audit_run, report = audit(tmp_path)
+        outcome.serving = check_serving(report) + " (nothing changed)"
+        assert audit_run.returncode == 0, f"audit: {report['summary']}\n{audit_run.tail()}"
+        outcome.reports = "audit clean, files and process as before"
+    finally:
+        free_disk("/opt/sglang/bin")
+    outcome.recovery = check_recovery(pinned, tmp_path)
+    outcome.seconds = time.monotonic() - start
+
+
+def after_unpack() -> Callable[[str], bool]:
+    """A stop condition: the result of the task that unpacks (pip installs) a new release."""
+    seen = {"task": False}
+
+    def match(line: str) -> bool:
+        if line.startswith("TASK [") and "Install the release into its venv" in line:
+            seen["task"] = True
+            return False
+        return seen["task"] and line.startswith("changed: [")
+
+    return match
+
+
+def test_release_switch_interrupted(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """A new release (same wheels, another id) is unpacked, then the controller is killed before the current link
+    moves. The engines keep serving the old release; the audit reports the interrupted switch; a rerun of the same
+    command finishes it."""
+    outcome.fault = "release switch interrupted (unpacked, not linked)"
+    start = time.monotonic()
+    old = pinned[1].split("=", 1)[1]
+    new = ("-e", json.dumps({
+        "sglang_engine_release_id": "wh-fault-switch", "sglang_engine_wheelhouse_build": False,
+        "sglang_engine_wheelhouse_src": str(REPO / ".cache/wheelhouse" / old),
+    }))  # fmt: skip
+    try:
+        run = playbook("site.yml", *new, stop_when=after_unpack())
+        assert run.interrupted_at, f"the unpack was never reached:\n{run.tail()}"
+        assert sh("readlink /opt/sglang/current").strip().endswith(f"/{old}")
+        audit_run, report = audit(tmp_path)
+        outcome.serving = check_serving(report) + f" (release {old})"
+        switch = [d for s in report["servers"] if s["role"] != "router" for d in s["drift"] if d["key"] == "release"]
+        assert switch and switch[0]["explanation"].startswith(
+            f"interrupted switch to release wh-fault-switch (from {old})"
+        )
+        assert audit_run.returncode != 0, "the audit passed a host with an unfinished release switch"
+        outcome.reports = "engines: interrupted release switch"
+        outcome.recovery = check_recovery(new, tmp_path)
+        assert {r["release"] for k, r in facts().items() if k != "router"} == {"wh-fault-switch"}
+    finally:
+        back = playbook("site.yml", *pinned)
+        assert back.returncode == 0, f"could not go back to release {old}:\n{back.tail()}"
+        sh("rm -rf /opt/sglang/releases/wh-fault-switch /opt/sglang/wheelhouse/wh-fault-switch", check=False)
+    outcome.seconds = time.monotonic() - start

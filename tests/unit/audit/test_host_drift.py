@@ -130,3 +130,27 @@ def test_releases_not_current_previous_or_kept_are_shown(tmp_path: Path) -> None
                                   "/opt/sglang/releases/r-partial"]  # fmt: skip
     item = next(d for d in result["drift"] if d["key"] == "releases")
     assert item["severity"] == "info" and item["live"] == result["releases"]
+
+
+def test_interrupted_release_switch_is_reported_from_its_record(tmp_path: Path) -> None:
+    """The record the engine roles write before a new release is unpacked (roles/sglang_common/tasks/release_switch.yml)
+    makes the audit report an interrupted switch; without it, an unlinked new release is only information."""
+    host = _host(tmp_path)
+    (tmp_path / "opt/sglang/releases/wh-new").mkdir(parents=True)
+    (tmp_path / "opt/sglang/releases/wh-old").mkdir(parents=True)
+    (tmp_path / "opt/sglang/current").symlink_to("/opt/sglang/releases/wh-old")
+    args = {"declared_files": {}, "releases_dir": "/opt/sglang/releases", "keep_releases": 2}
+    assert not any(d["key"] == "release" for d in _run(tmp_path, host, **args)["drift"])
+    record = {"in_progress": {"to": "wh-new", "from": "wh-old", "since": "2026-11-30T16:00:00Z"}}
+    (tmp_path / "etc/ansible/facts.d").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc/ansible/facts.d/sglang_release.fact").write_text(json.dumps(record))
+    result = _run(tmp_path, host, **args)
+    assert result["release_switch"] == record["in_progress"]
+    item = next(d for d in result["drift"] if d["key"] == "release")
+    assert item["severity"] == "drift" and item["live"] == "wh-new"
+    assert item["explanation"] == (
+        "interrupted switch to release wh-new (from wh-old) at 2026-11-30T16:00:00Z: not every engine of the host runs "
+        "the current release; rerun site.yml"
+    )
+    # The router has no releases: the record is not its business.
+    assert _run(tmp_path, host, declared_files={})["release_switch"] is None
