@@ -636,7 +636,7 @@ def _expand(text: str, labels: Mapping[str, str]) -> str:
     return text
 
 
-def test_file(groups: Mapping[str, list[Alert]], rule_path: str) -> dict[str, Any]:
+def promtool_tests(groups: Mapping[str, list[Alert]], rule_path: str) -> dict[str, Any]:
     """promtool's unit-test file: every alert fires on its firing case and stays silent on the others."""
     tests = []
     for alerts in groups.values():

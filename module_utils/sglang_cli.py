@@ -26,8 +26,8 @@ from .sglang_alerts import (
     all_alerts,
     fleet,
     policy_vars,
+    promtool_tests,
     rule_file,
-    test_file,
 )
 from .sglang_capacity import CapacityError, bf16_index_loss, concurrency_table, default_context_lens
 from .sglang_chart import render_svg
@@ -238,7 +238,7 @@ def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]
     fl = fleet(hostvars, groups, model_config_for(first))
     groups_ = all_alerts(fl, Policy.from_vars(policy_vars(first)))
     dump = functools.partial(yaml.safe_dump, sort_keys=False, width=1000)
-    return {RULES_FILE: dump(rule_file(groups_)), RULES_TEST_FILE: dump(test_file(groups_, RULES_FILE))}
+    return {RULES_FILE: dump(rule_file(groups_)), RULES_TEST_FILE: dump(promtool_tests(groups_, RULES_FILE))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
