@@ -214,8 +214,13 @@ class Engine:
     # ---------------------------------------------------------------- profiles (profiles.py)
 
     def set_profile(self, profile: Profile) -> None:
-        """Switch the scripted load and faults; takes effect at once."""
+        """Switch the scripted load and faults; takes effect at once (the old profile's scripted requests end)."""
         self.profile = profile
+        for req in self._scripted:
+            for sched in self.schedulers:
+                if req in sched.active or req in sched.waiting:
+                    sched.abort(req, "The simulator profile changed.")
+        self._scripted = set()
         for sched in self.schedulers:
             sched.set_ballast(int(sched.capacity * profile.kv_fill))
             sched.set_stalled(profile.stall)

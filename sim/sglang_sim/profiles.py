@@ -3,7 +3,7 @@
 A profile changes what the simulated engine does, not what it reports: the metrics, /v1/loads and the request
 paths then show the consequences the way SGLang would.
 
-- `normal`: no scripted load, no fault.
+- `normal`: no scripted load, no fault. A switch ends the scripted requests of the profile before.
 - `load`: `load` scripted requests kept in flight (each `prompt_tokens` long, `output_tokens` generated).
 - `kv_fill`: `kv_fill` of each rank's KV pool is held (as by long-lived requests: `sglang:num_used_tokens`,
   `token_usage`); requests that do not fit in the rest wait, and growing ones are retracted.
