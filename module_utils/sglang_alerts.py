@@ -630,7 +630,7 @@ def rule_file(groups: Mapping[str, list[Alert]]) -> dict[str, Any]:
     return {"groups": [{"name": name, "rules": [a.rule() for a in alerts]} for name, alerts in groups.items()]}
 
 
-def _expand(text: str, labels: Mapping[str, str]) -> str:
+def expand_labels(text: str, labels: Mapping[str, str]) -> str:
     for k, v in labels.items():
         text = text.replace(f"{{{{ $labels.{k} }}}}", v)
     return text
@@ -649,8 +649,8 @@ def promtool_tests(groups: Mapping[str, list[Alert]], rule_path: str) -> dict[st
                         {
                             "exp_labels": {**labels, **a.labels},
                             "exp_annotations": {
-                                "summary": _expand(a.summary, labels),
-                                "description": _expand(a.description, labels),
+                                "summary": expand_labels(a.summary, labels),
+                                "description": expand_labels(a.description, labels),
                             },
                         }
                     )

@@ -11,8 +11,8 @@ import yaml
 from sglang_envelope.sglang_alerts import Alert
 
 
-def run_promtool(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+def run_promtool(promtool: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=300)
 
 
 def write(path: Path, data: Any) -> Path:
