@@ -38,6 +38,7 @@ BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("page", "6h", "30m", 6.0), ("ticket
 
 RULES_FILE = "sglang_rules.yml"
 RULES_TEST_FILE = "sglang_rules_test.yml"
+DASHBOARD_FILE = "sglang_dashboard.json"
 POLICY_PREFIX = "sglang_monitoring_"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .sglang_alerts import (
+    DASHBOARD_FILE,
     RULES_FILE,
     RULES_TEST_FILE,
     MonitoringError,
@@ -214,7 +215,7 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
 
 
 def monitoring_command(inventory: str, out: str) -> int:
-    """Write the alert rules of an inventory and their promtool unit tests."""
+    """Write the alert rules of an inventory, their promtool unit tests and the Grafana dashboard."""
     hostvars, groups = load_inventory(inventory)
     try:
         files = monitoring_files(hostvars, groups)
@@ -230,15 +231,23 @@ def monitoring_command(inventory: str, out: str) -> int:
 
 
 def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> dict[str, str]:
-    """{file name: YAML text} of the rules and tests; the policy comes from the first engine host's variables."""
+    """{file name: text} of the rules, their tests and the dashboard; the policy comes from the first engine host's
+    variables."""
     engines = [h for role in ENGINE_ROLES for h in groups.get(GROUPS[role], [])]
     if not engines:
         raise EnvelopeError("the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor")
     first = hostvars[engines[0]]
     fl = fleet(hostvars, groups, model_config_for(first))
-    groups_ = all_alerts(fl, Policy.from_vars(policy_vars(first)))
+    policy = Policy.from_vars(policy_vars(first))
+    groups_ = all_alerts(fl, policy)
     dump = functools.partial(yaml.safe_dump, sort_keys=False, width=1000)
-    return {RULES_FILE: dump(rule_file(groups_)), RULES_TEST_FILE: dump(promtool_tests(groups_, RULES_FILE))}
+    from .sglang_dashboard import build  # grafana-foundation-sdk: a controller tool, loaded only here
+
+    return {
+        RULES_FILE: dump(rule_file(groups_)),
+        RULES_TEST_FILE: dump(promtool_tests(groups_, RULES_FILE)),
+        DASHBOARD_FILE: json.dumps(build(fl, policy), indent=1) + "\n",
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -254,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
     mon.add_argument("--inventory", "-i", required=True)
-    mon.add_argument("--out", required=True, help="directory for sglang_rules.yml and sglang_rules_test.yml")
+    mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
     req = sub.add_parser("check-request", help="which limit would reject a request of this shape, with its text")
     req.add_argument("--inventory", "-i", required=True)
     req.add_argument("--input-tokens", type=int, required=True)

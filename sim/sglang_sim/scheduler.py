@@ -342,6 +342,7 @@ class Scheduler:
             per.requests += 1
             per.prompt_tokens += req.prompt_len
             per.e2e.observe(now - req.created)
+            self.stats.prompt_len.observe(req.prompt_len)
         else:
             self.stats.aborted += 1
         req.changed.set()
