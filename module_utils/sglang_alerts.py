@@ -160,7 +160,8 @@ class Fleet:
     routers: list[RouterTarget]
 
 
-def _model(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict[str, Any]:
+def model_inputs(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The capacity-model inputs of a host, as the audit role gives them to sglang_limits."""
     model = hostvars.get("sglang_model") or {}
     return {
         "config": model_config,
@@ -181,7 +182,7 @@ def fleet(
         for host in groups.get(GROUPS[role], []):
             hv = all_hostvars[host]
             declared = engine_envelope(role, hv)
-            predicted, why = predict(_model(hv, model_config), declared)
+            predicted, why = predict(model_inputs(hv, model_config), declared)
             if why:
                 raise MonitoringError(f"{host} {role}: {why}; the rules need the capacity model's KV pool")
             engines.append(EngineTarget(host, role, urls[(host, role)], declared, predicted))
