@@ -320,11 +320,14 @@ def monitoring(
     exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables."""
     import yaml  # the controller's (Ansible's own dependency)
 
-    declared = declared_fleet(hostvars, groups)
+    # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
+    declared = json.loads(json.dumps(declared_fleet(hostvars, groups)))
     plain_hv, names = declared["hostvars"], declared["groups"]
-    config = _plain(model_config)
+    config = json.loads(json.dumps(_plain(model_config)))
     fl = _alerts.fleet(plain_hv, names, config)
-    prefixed = {k: v for k, v in _plain(settings).items() if k.startswith(_alerts.POLICY_PREFIX)}
+    prefixed = {
+        k: v for k, v in json.loads(json.dumps(_plain(settings))).items() if k.startswith(_alerts.POLICY_PREFIX)
+    }
     policy = _alerts.Policy.from_vars(_alerts.policy_vars(prefixed))
     groups_ = _alerts.all_alerts(fl, policy)
     scrape = _monitoring.Scrape(
