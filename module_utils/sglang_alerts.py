@@ -32,6 +32,8 @@ DRIFT_JOB = "sglang_drift"  # node_exporter's textfile collector on each engine 
 DRIFT_METRIC = "sglang_envelope_drift"
 EFFECTIVE_METRIC = "sglang_envelope_effective"
 DRIFT_RUN_METRIC = "sglang_envelope_audit_timestamp_seconds"
+# The generation routes of smg whose answers count for availability (health probes and metrics do not).
+GENERATION_PATHS = "/generate|/v1/chat/completions|/v1/completions"
 # Burn-rate windows of the availability SLO (Google SRE workbook, multiwindow multi-burn-rate alerts).
 BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("page", "6h", "30m", 6.0), ("ticket", "1d", "2h", 3.0))
 
@@ -550,14 +552,16 @@ def _burn_alerts(s: str, sel: str, slo: float) -> list[Alert]:
         name = f"SMGErrorBudgetBurn{long_w}"
         ratio = "sum by (server) (rate(smg_http_responses_total{sel_c}[{w}])) / sum by (server) (rate(" \
                 "smg_http_responses_total{sel}[{w}]))"  # fmt: skip
-        errors_sel = f'{sel[:-1]},path="/generate",status_code=~"5.."}}'
+        errors_sel = f'{sel[:-1]},path=~"{GENERATION_PATHS}",status_code=~"5.."}}'
+        all_sel = f'{sel[:-1]},path=~"{GENERATION_PATHS}"}}'
         line = _num(round(factor * budget, 6))
         expr = (
-            f"({ratio.format(sel_c=errors_sel, sel=sel, w=long_w)}) > {line} and "
-            f"({ratio.format(sel_c=errors_sel, sel=sel, w=short_w)}) > {line}"
+            f"({ratio.format(sel_c=errors_sel, sel=all_sel, w=long_w)}) > {line} and "
+            f"({ratio.format(sel_c=errors_sel, sel=all_sel, w=short_w)}) > {line}"
         )
         minutes = _minutes(long_w) + 5
         ok = f'smg_http_responses_total{sel[:-1]},path="/generate",status_code="200",error_code=""}}'
+        probes = f'smg_http_responses_total{sel[:-1]},path="/readiness",status_code="200",error_code=""}}'
         bad = (
             f'smg_http_responses_total{sel[:-1]},path="/generate",status_code="503",error_code="no_available_workers"}}'
         )
@@ -569,10 +573,13 @@ def _burn_alerts(s: str, sel: str, slo: float) -> list[Alert]:
                 name, "critical" if severity == "page" else "warning", s, expr, "0m" if severity == "page" else "15m",
                 f"{s}: error budget burning {factor}x over {long_w}",
                 "availability_slo",
-                f"5xx answers at the router {s} burn the error budget of the declared availability SLO "
-                f"sglang_monitoring_availability_slo={slo} at {factor}x or more over {long_w} and {short_w}",
+                f"5xx answers to generation requests at the router {s} burn the error budget of the declared "
+                f"availability SLO sglang_monitoring_availability_slo={slo} at {factor}x or more over {long_w} and "
+                f"{short_w}",
                 [
-                    Case([(ok, _ramp(0, 1000 - hot, minutes)), (bad, _ramp(0, hot, minutes))], f"{minutes}m", True),
+                    # Health probes answered 200 do not count: the hot case still fires beside many of them.
+                    Case([(ok, _ramp(0, 1000 - hot, minutes)), (bad, _ramp(0, hot, minutes)),
+                          (probes, _ramp(0, 100_000, minutes))], f"{minutes}m", True),
                     Case([(ok, _ramp(0, 1000 - cold, minutes)), (bad, _ramp(0, cold, minutes))], f"{minutes}m",
                          False),
                 ],
