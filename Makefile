@@ -21,8 +21,9 @@ PYTEST_ARGS ?=
 SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
-# plus tools a minimal Debian may lack.
-APT_PACKAGES := systemd systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps
+# prometheus (promtool: the alert rules tests), plus tools a minimal Debian may lack.
+APT_PACKAGES := systemd systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps \
+	prometheus
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the

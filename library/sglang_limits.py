@@ -10,7 +10,7 @@ from typing import Any
 from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_drift import LiveContext, compare, infer_index_k, live_context, predict
+from ansible.module_utils.sglang_drift import compare, judge_engine
 from ansible.module_utils.sglang_flags import parse_env_file
 from ansible.module_utils.sglang_live import (
     Reply,
@@ -413,22 +413,13 @@ def run(module: AnsibleModule, transport: Transport) -> dict[str, Any]:
         return router_result(p, declared, live)
     metrics = p["metrics"] if p["metrics"] is not None else declared.get("enable_metrics") is not False
     live = read_engine(transport, p["endpoint"], role, api_key, p["timeout"], name, metrics)
-    predicted, why = predict(p["model"], declared)
+    engine = live.engine
+    audit, predicted, why = judge_engine(
+        role, declared, engine, p["model"], on_disk=p["on_disk"], running=p["running"], deployed=p["deployed"],
+        restart_pending=p["restart_pending"], in_progress=p["in_progress"],
+    )  # fmt: skip
     if why:
         live.warnings.append(f"{name}: {why}; unset keys are not compared")
-    engine = live.engine
-    effective = engine.effective if engine else None
-    if engine and "bf16_index_k" not in engine.effective:
-        inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
-        if inferred:
-            engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
-            engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
-    ctx = live_context(engine.effective, engine.facts, engine.requested) if engine else LiveContext()
-    audit = compare(
-        role, declared, p["on_disk"], p["running"], effective,
-        predicted=predicted, live=ctx, deployed=p["deployed"], restart_pending=p["restart_pending"],
-        in_progress=p["in_progress"],
-    )  # fmt: skip
     out = _common(p, live, audit.as_dict(), predicted)
     if engine:
         out.update(

@@ -8,6 +8,7 @@ Host variables come from `ansible-inventory --list`, so group_vars/host_vars mer
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -15,6 +16,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from .sglang_alerts import (
+    DASHBOARD_FILE,
+    RULES_FILE,
+    RULES_TEST_FILE,
+    MonitoringError,
+    Policy,
+    all_alerts,
+    fleet,
+    policy_vars,
+    promtool_tests,
+    rule_file,
+)
 from .sglang_capacity import CapacityError, bf16_index_loss, concurrency_table, default_context_lens
 from .sglang_chart import render_svg
 from .sglang_declared import GROUPS, engine_envelope, router_envelope
@@ -199,6 +214,42 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
     return 1 if verdict.status >= 400 else 0
 
 
+def monitoring_command(inventory: str, out: str) -> int:
+    """Write the alert rules of an inventory, their promtool unit tests and the Grafana dashboard."""
+    hostvars, groups = load_inventory(inventory)
+    try:
+        files = monitoring_files(hostvars, groups)
+    except (EnvelopeError, MonitoringError) as exc:
+        print(f"monitoring: {exc}", file=sys.stderr)
+        return 2
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (target / name).write_text(text)
+        print(target / name)
+    return 0
+
+
+def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> dict[str, str]:
+    """{file name: text} of the rules, their tests and the dashboard; the policy comes from the first engine host's
+    variables."""
+    engines = [h for role in ENGINE_ROLES for h in groups.get(GROUPS[role], [])]
+    if not engines:
+        raise EnvelopeError("the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor")
+    first = hostvars[engines[0]]
+    fl = fleet(hostvars, groups, model_config_for(first))
+    policy = Policy.from_vars(policy_vars(first))
+    groups_ = all_alerts(fl, policy)
+    dump = functools.partial(yaml.safe_dump, sort_keys=False, width=1000)
+    from .sglang_dashboard import build  # grafana-foundation-sdk: a controller tool, loaded only here
+
+    return {
+        RULES_FILE: dump(rule_file(groups_)),
+        RULES_TEST_FILE: dump(promtool_tests(groups_, RULES_FILE)),
+        DASHBOARD_FILE: json.dumps(build(fl, policy), indent=1) + "\n",
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sglang_envelope")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -210,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     want.add_argument(
         "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
     )
+    mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
+    mon.add_argument("--inventory", "-i", required=True)
+    mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
     req = sub.add_parser("check-request", help="which limit would reject a request of this shape, with its text")
     req.add_argument("--inventory", "-i", required=True)
     req.add_argument("--input-tokens", type=int, required=True)
@@ -218,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "plan":
         return plan_command(args.inventory, args.want)
+    if args.command == "monitoring":
+        return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":
         return check_request_command(args.inventory, args.input_tokens, args.max_new_tokens, args.chat)
     return capacity_command(args.inventory, args.out)

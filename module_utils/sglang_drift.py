@@ -25,12 +25,12 @@ try:
         resolve_max_running_requests,
     )
     from ansible.module_utils.sglang_flags import REDACTED
-    from ansible.module_utils.sglang_live import IGNORED
+    from ansible.module_utils.sglang_live import IGNORED, EngineLive
     from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
 except ImportError:
     from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
     from .sglang_flags import REDACTED
-    from .sglang_live import IGNORED
+    from .sglang_live import IGNORED, EngineLive
     from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
 
 LAYERS = ("declared", "on_disk", "running", "effective")
@@ -362,6 +362,36 @@ def _judge(
         return Drift(key, "running", differs, d, running, "drift", why)
     assert gap is not None
     return Drift(key, "effective", differs, d, values["effective"], gap[0], gap[1])
+
+
+def judge_engine(
+    role: str,
+    declared: Mapping[str, Any],
+    engine: EngineLive | None,
+    model: Mapping[str, Any] | None,
+    *,
+    on_disk: Mapping[str, Any] | None = None,
+    running: Mapping[str, Any] | None = None,
+    deployed: Mapping[str, Any] | None = None,
+    restart_pending: bool = False,
+    in_progress: Mapping[str, Any] | None = None,
+) -> tuple[Audit, dict[str, Any], str | None]:
+    """The audit of one engine from its layers: (audit, what the capacity model predicts, why it predicts nothing).
+
+    The live index-key dtype, when the engine does not report it, is inferred from its KV pool (infer_index_k);
+    `engine` is updated with it. The audit module and the drift exporter both judge through here."""
+    predicted, why = predict(model, declared)
+    if engine and "bf16_index_k" not in engine.effective:
+        inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
+        if inferred:
+            engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
+            engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
+    ctx = live_context(engine.effective, engine.facts, engine.requested) if engine else LiveContext()
+    audit = compare(
+        role, declared, on_disk, running, engine.effective if engine else None,
+        predicted=predicted, live=ctx, deployed=deployed, restart_pending=restart_pending, in_progress=in_progress,
+    )  # fmt: skip
+    return audit, predicted, why
 
 
 # ---------------------------------------------------------------- the host: deploy markers, file metadata, leftovers

@@ -55,6 +55,8 @@ _capacity = _load("sglang_capacity")
 _plan = _load("sglang_plan")
 _risks = _load("sglang_risks")
 _deep = _load("sglang_deep")
+_alerts = _load("sglang_alerts")
+_monitoring = _load("sglang_monitoring")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -311,6 +313,45 @@ def declared_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> di
     return {"hostvars": out, "groups": {n: list(groups[n]) for n in names}}
 
 
+def monitoring(
+    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the sglang_monitoring role writes: {rules (YAML text), dashboard (JSON text), prometheus (dict),
+    exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables."""
+    import yaml  # the controller's (Ansible's own dependency)
+
+    # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
+    declared = json.loads(json.dumps(declared_fleet(hostvars, groups)))
+    plain_hv, names = declared["hostvars"], declared["groups"]
+    config = json.loads(json.dumps(_plain(model_config)))
+    fl = _alerts.fleet(plain_hv, names, config)
+    prefixed = {
+        k: v for k, v in json.loads(json.dumps(_plain(settings))).items() if k.startswith(_alerts.POLICY_PREFIX)
+    }
+    policy = _alerts.Policy.from_vars(_alerts.policy_vars(prefixed))
+    groups_ = _alerts.all_alerts(fl, policy)
+    scrape = _monitoring.Scrape(
+        **{
+            k: prefixed[f"sglang_monitoring_{k}"]
+            for k in _monitoring.Scrape.__dataclass_fields__
+            if f"sglang_monitoring_{k}" in prefixed
+        }
+    )
+    engine_hosts = sorted({e.host for e in fl.engines})
+    dashboard = _load("sglang_dashboard")  # grafana-foundation-sdk, on the controller only
+    return {
+        "rules": yaml.safe_dump(_alerts.rule_file(groups_), sort_keys=False, width=1000),
+        "dashboard": json.dumps(dashboard.build(fl, policy), indent=1) + "\n",
+        "prometheus": _monitoring.prometheus_config(fl, plain_hv, engine_hosts, scrape),
+        "exporters": {
+            h: _monitoring.exporter_servers(
+                fl, h, plain_hv[h], config, _SECRET_SET if hostvars[h].get("sglang_api_key") else None
+            )
+            for h in engine_hosts
+        },
+    }
+
+
 class FilterModule:
     """sglang_* filters."""
 
@@ -337,4 +378,5 @@ class FilterModule:
             "sglang_source_digest": source_digest,
             "sglang_fact_json": to_fact_json,
             "sglang_audit_records": audit_records,
+            "sglang_monitoring": monitoring,
         }

@@ -15,13 +15,15 @@ from sglang_envelope.sglang_request import length_error
 from . import recall
 from .config import EngineConfig
 from .metrics import Stats
-from .pd import FAKE_BOOTSTRAP_HOST, BootstrapServer, PrefillLink, RoomRegistry
+from .pd import DEAD_PREFILL, FAKE_BOOTSTRAP_HOST, BootstrapServer, PrefillLink, RoomRegistry
+from .profiles import Profile
 from .scheduler import SHUTTING_DOWN, RequestError, Scheduler, SimRequest
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger("sglang_sim")
 
 GENERATE_DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams default of /generate
+SCRIPTED_LOAD_PERIOD_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class Bootstrap:
             raise RequestError(400, "bootstrap_port and bootstrap_room must be integers") from None
 
 
+NO_BOOTSTRAP = Bootstrap(None, None, None)
+
+
 class Engine:
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
@@ -61,6 +66,9 @@ class Engine:
             self.bootstrap_server = BootstrapServer(self.registry, str(cfg.args["host"]), port)
         elif cfg.mode == "decode":
             self.link = PrefillLink(self.settings.pd_timeout_s)
+        self.profile = Profile()
+        self._scripted: set[SimRequest] = set()
+        self._load_task: asyncio.Task[None] | None = None
         s = self.settings
         self.schedulers = [
             Scheduler(
@@ -96,6 +104,7 @@ class Engine:
             await self.link.start()
         for s in self.schedulers:
             s.start()
+        self._load_task = asyncio.get_running_loop().create_task(self._scripted_load(), name="scripted-load")
 
     def mark_ready(self) -> None:
         self.status = "Up"
@@ -115,6 +124,9 @@ class Engine:
         return True
 
     async def stop(self) -> None:
+        if self._load_task is not None:
+            self._load_task.cancel()
+            await asyncio.gather(self._load_task, return_exceptions=True)
         for s in self.schedulers:
             await s.stop()
         if self.link is not None:
@@ -199,9 +211,53 @@ class Engine:
         if self.registry is not None and bootstrap.room is not None:
             self.registry.failed(bootstrap.room, reason)
 
+    # ---------------------------------------------------------------- profiles (profiles.py)
+
+    def set_profile(self, profile: Profile) -> None:
+        """Switch the scripted load and faults; takes effect at once (the old profile's scripted requests end)."""
+        self.profile = profile
+        for req in self._scripted:
+            for sched in self.schedulers:
+                if req in sched.active or req in sched.waiting:
+                    sched.abort(req, "The simulator profile changed.")
+        self._scripted = set()
+        for sched in self.schedulers:
+            sched.set_ballast(int(sched.capacity * profile.kv_fill))
+            sched.set_stalled(profile.stall)
+        logger.info(f"simulator profile: {profile.as_dict()}")
+
+    async def _scripted_load(self) -> None:
+        """Keep the profile's scripted requests in flight (checked every SCRIPTED_LOAD_PERIOD_S)."""
+        while True:
+            self._scripted = {r for r in self._scripted if not r.finished}
+            missing = self.profile.load - len(self._scripted) if self.ready else 0
+            for _ in range(max(0, missing)):
+                self._submit_scripted()
+            await asyncio.sleep(SCRIPTED_LOAD_PERIOD_S)
+
+    def _submit_scripted(self) -> None:
+        p = self.profile
+        room = next(self._rr) + 1_000_000_000
+        # Decode requests carry a bootstrap room (as the router sends them) only when the handshake is to fail;
+        # otherwise they run as non-disaggregated requests would.
+        bootstrap = Bootstrap("127.0.0.1", 1, room) if p.bootstrap_fail and self.cfg.mode == "decode" else NO_BOOTSTRAP
+        prompt = min(p.prompt_tokens, max(1, self.limits.max_req_input_len - 1))
+        try:
+            req = self.prepare(
+                [1] * prompt, p.output_tokens, default_max_new_tokens=None, stream=False,
+                rid=self.new_rid("scripted-"), bootstrap=bootstrap,
+            )  # fmt: skip
+            self.submit(req)
+        except RequestError as e:
+            logger.warning(f"scripted request refused: {e.message}")
+            return
+        self._scripted.add(req)
+
     async def _transfer(self, req: SimRequest) -> None:
         assert self.link is not None
         try:
+            if self.profile.bootstrap_fail:
+                raise self.link.failure(req, DEAD_PREFILL)
             await self.link.wait_for_prefill(req)
         except RequestError as e:
             self.stats.bootstrap_failed += 1

@@ -348,4 +348,5 @@ def metrics_text(engine: Engine) -> str:
         [({**base, "is_streaming": f}, st.of(f == "true").e2e) for f in ("false", "true")],
     )
     x.histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", [(sched_labels, st.queue_time)])
+    x.histogram("sglang:prompt_tokens_histogram", "Histogram of prompt token length.", [(base, st.prompt_len)])
     return x.text()

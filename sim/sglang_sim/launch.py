@@ -38,6 +38,7 @@ async def serve(cfg: EngineConfig) -> int:
     try:
         await web.TCPSite(runner, host, port, backlog=4096).start()
         await engine.start()
+        engine.set_profile(cfg.settings.profile)
     except OSError as e:
         logger.error(f"Cannot listen: {e}")
         await engine.stop()

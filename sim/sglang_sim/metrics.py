@@ -69,6 +69,45 @@ QUEUE_BUCKETS = (
     2500.0,
 )
 
+# SGLang 0.5.23's default_bucket_prompt_tokens (observability/metrics_collector.py).
+PROMPT_TOKENS_BUCKETS = (
+    100,
+    300,
+    500,
+    700,
+    1000,
+    1500,
+    2000,
+    3000,
+    4000,
+    5000,
+    6000,
+    7000,
+    8000,
+    9000,
+    10000,
+    12500,
+    15000,
+    17500,
+    20000,
+    22500,
+    25000,
+    27500,
+    30000,
+    35000,
+    40000,
+    60000,
+    80000,
+    100000,
+    200000,
+    300000,
+    400000,
+    600000,
+    800000,
+    1000000,
+    1100000,
+)
+
 
 class Histogram:
     def __init__(self, buckets: Sequence[float]) -> None:
@@ -112,6 +151,7 @@ class Stats:
     retracted: int = 0
     bootstrap_failed: int = 0
     queue_time: Histogram = field(default_factory=lambda: Histogram(QUEUE_BUCKETS))
+    prompt_len: Histogram = field(default_factory=lambda: Histogram(PROMPT_TOKENS_BUCKETS))  # finished requests
     streaming: RequestStats = field(default_factory=RequestStats)
     non_streaming: RequestStats = field(default_factory=RequestStats)
 

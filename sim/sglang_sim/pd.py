@@ -138,7 +138,7 @@ class PrefillLink:
         if self.session is not None:
             await self.session.close()
 
-    def _failure(self, req: SimRequest, reason: str) -> RequestError:
+    def failure(self, req: SimRequest, reason: str) -> RequestError:
         room = req.bootstrap[2] if req.bootstrap else None
         return RequestError(
             500,
@@ -163,7 +163,7 @@ class PrefillLink:
                     if reached
                     else DEAD_PREFILL
                 )
-                raise self._failure(req, reason)
+                raise self.failure(req, reason)
             try:
                 poll = min(remaining, LONG_POLL_S)
                 async with self.session.get(
@@ -176,7 +176,7 @@ class PrefillLink:
                 if data.get("status") == "done":
                     return
                 if data.get("status") == "failed":
-                    raise self._failure(req, str(data.get("reason") or DEAD_PREFILL))
+                    raise self.failure(req, str(data.get("reason") or DEAD_PREFILL))
             except (ClientError, TimeoutError, ValueError):
                 reached = False
                 await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))

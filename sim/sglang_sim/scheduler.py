@@ -142,7 +142,9 @@ class Scheduler:
         self.on_prefill_done = on_prefill_done
         self.waiting: collections.deque[SimRequest] = collections.deque()
         self.active: list[SimRequest] = []  # TRANSFER and RUNNING, in admission order
-        self.used = 0
+        self.used = 0  # KV tokens held, the ballast included
+        self.ballast = 0  # KV tokens a profile holds (profiles.py kv_fill)
+        self.stalled = False  # a profile stopped token generation (profiles.py decode_stall)
         self.closed = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -185,6 +187,25 @@ class Scheduler:
         if self.mode == "null" and self.max_queued is not None and len(self.waiting) + 1 > self.max_queued:
             raise RequestError(503, QUEUE_FULL)
         self.waiting.append(req)
+        self._wake.set()
+
+    def set_ballast(self, tokens: int) -> None:
+        """Hold `tokens` of the pool (whole pages, at most what running requests leave free)."""
+        free = self.capacity - (self.used - self.ballast)
+        tokens = max(0, min(tokens // self.page_size * self.page_size, free))
+        self.used += tokens - self.ballast
+        self.ballast = tokens
+        self._wake.set()
+
+    def set_stalled(self, stalled: bool) -> None:
+        """Stop (or resume) producing tokens; a resumed request continues where it stood."""
+        if self.stalled and not stalled:
+            now = time.monotonic()
+            for req in self.active:
+                if req.phase is Phase.RUNNING and req.resume_at < now:
+                    req.base_generated = req.generated
+                    req.resume_at = now
+        self.stalled = stalled
         self._wake.set()
 
     def abort(self, req: SimRequest, message: str = "The client disconnected.") -> None:
@@ -260,6 +281,8 @@ class Scheduler:
         self._wake.set()
 
     def _advance(self, now: float) -> None:
+        if self.stalled:
+            return
         for req in list(self.active):
             if req.phase is not Phase.RUNNING or now < req.resume_at:
                 continue
@@ -319,11 +342,14 @@ class Scheduler:
             per.requests += 1
             per.prompt_tokens += req.prompt_len
             per.e2e.observe(now - req.created)
+            self.stats.prompt_len.observe(req.prompt_len)
         else:
             self.stats.aborted += 1
         req.changed.set()
 
     def _next_delay(self, now: float) -> float | None:
+        if self.stalled:
+            return None
         due = math.inf
         for req in self.active:
             if req.phase is not Phase.RUNNING:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from . import info
 from .engine import GENERATE_DEFAULT_MAX_NEW_TOKENS, Bootstrap, Engine
+from .profiles import ProfileError, parse
 from .scheduler import RequestError, Scheduler, SimRequest
 
 logger = logging.getLogger("sglang_sim")
@@ -106,6 +107,8 @@ class Api:
         r.add_post("/v1/chat/completions", self.chat_completions)
         if self.cfg.args.get("enable_metrics"):
             r.add_get("/metrics", self.metrics)
+        r.add_get("/sim/profile", self.get_profile)
+        r.add_post("/sim/profile", self.set_profile)
         return app
 
     @web.middleware
@@ -185,6 +188,21 @@ class Api:
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=info.metrics_text(self.engine), content_type="text/plain", charset="utf-8")
+
+    async def get_profile(self, request: web.Request) -> web.Response:
+        """The simulator's scripted load/fault profile (not an SGLang route; behind the API key)."""
+        return _json(self.engine.profile.as_dict())
+
+    async def set_profile(self, request: web.Request) -> web.Response:
+        """Switch the profile: {"profile": name, <parameter>: value, ...} (profiles.py)."""
+        try:
+            profile = parse(await _read_json(request))
+        except ProfileError as e:
+            return _json({"error": str(e)}, 400)
+        except RequestError as e:
+            return _json({"error": e.message}, e.status)
+        self.engine.set_profile(profile)
+        return _json(profile.as_dict())
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         try:

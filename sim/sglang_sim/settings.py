@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .profiles import Profile, parse
 from .recall import bf16_index_k_switch
 
 
@@ -43,6 +44,8 @@ class SimSettings:
     # Fault injection (the deploy's failure tests): never turn ready; exit 1 this long after turning ready.
     never_ready: bool = False  # SGLANG_SIM_NEVER_READY=1: /health answers 503 forever
     crash_after_s: float = 0.0  # SGLANG_SIM_CRASH_AFTER_S: exit 1 this long after turning ready; 0 = never
+    # SGLANG_SIM_PROFILE: the scripted load/fault profile at start (profiles.py); POST /sim/profile switches it.
+    profile: Profile = field(default_factory=Profile)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
@@ -65,4 +68,15 @@ class SimSettings:
             clip_max_new_tokens=int(_float(e, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", cls.clip_max_new_tokens, 1)),
             never_ready=e.get("SGLANG_SIM_NEVER_READY") == "1",
             crash_after_s=_float(e, "SGLANG_SIM_CRASH_AFTER_S", cls.crash_after_s),
+            profile=_profile(e),
         )
+
+
+def _profile(env: Mapping[str, str]) -> Profile:
+    raw = env.get("SGLANG_SIM_PROFILE", "").strip()
+    if not raw:
+        return Profile()
+    try:
+        return parse(raw)
+    except ValueError as e:
+        raise ValueError(f"SGLANG_SIM_PROFILE: {e}") from None

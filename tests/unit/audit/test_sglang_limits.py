@@ -19,6 +19,7 @@ from audit_helpers import (
     run_module,
     subset,
 )
+from sglang_envelope.sglang_drift import infer_index_k
 from sglang_envelope.sglang_live import Reply, TransportError
 
 CASES = Path(__file__).with_suffix(".yaml")
@@ -129,10 +130,10 @@ def test_fixture_holds_the_secret_the_tests_look_for() -> None:
 
 def test_index_k_inference_states_its_rule() -> None:
     predicted = {"pool_by_index_k": {"bf16": 11_159_040, "fp8": 12_184_320}}
-    inferred = limits.infer_index_k(12_180_000, predicted)
+    inferred = infer_index_k(12_180_000, predicted)
     assert inferred is not None and inferred[0] is False
     assert "12,180,000 tokens" in inferred[1] and "11,159,040 with bf16" in inferred[1] and "fp8 figure" in inferred[1]
-    assert limits.infer_index_k(11_200_000, predicted) == (True, limits.infer_index_k(11_200_000, predicted)[1])
-    assert limits.infer_index_k(11_671_680, predicted) is None  # the midpoint: nearer neither
-    assert limits.infer_index_k(9_000_000, predicted) is None  # far from both
-    assert limits.infer_index_k(11_159_040, {}) is None  # no DeepSeek-V4 prediction
+    assert infer_index_k(11_200_000, predicted) == (True, infer_index_k(11_200_000, predicted)[1])
+    assert infer_index_k(11_671_680, predicted) is None  # the midpoint: nearer neither
+    assert infer_index_k(9_000_000, predicted) is None  # far from both
+    assert infer_index_k(11_159_040, {}) is None  # no DeepSeek-V4 prediction
