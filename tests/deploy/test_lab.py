@@ -85,21 +85,30 @@ def test_check_diff_after_a_run_changes_nothing(release: str) -> None:
 def test_check_diff_with_a_pending_change_shows_it_and_changes_nothing(
     lab_host: testinfra.host.Host, release: str
 ) -> None:
-    """A pending change to the decode engine (mem_fraction_static 0.83 -> 0.82): --check --diff shows exactly the one
-    changed line of its serve script, the environment file's diff stays hidden (it holds the key), and the host is
-    untouched: the same files, facts and processes."""
+    """A pending change to the decode engine (watchdog_timeout 600 -> 900): --check --diff shows exactly what would
+    be written: the one changed line of its serve script, the local facts record (after the decode engine's gate,
+    and again with the router's record), the drift exporter's declaration and the generated alert rules (both carry
+    the declared envelope). The environment file's diff stays hidden (it holds the key), and the host is untouched:
+    the same files, facts and processes."""
     state = (
         "sha1sum /opt/sglang/bin/*.sh /etc/sglang/*.env /etc/systemd/system/sglang-dsv4-*.service "
         "/etc/ansible/facts.d/sglang.fact; systemctl show -p MainPID --value " + " ".join(UNITS)
     )
     before = lab_host.check_output(state)
     envelope = yaml.safe_load((REPO / "group_vars/all/envelope.yml").read_text())
-    change = json.dumps({"sglang_decode": dict(envelope["sglang_decode"], mem_fraction_static=0.82)})
+    change = json.dumps({"sglang_decode": dict(envelope["sglang_decode"], watchdog_timeout=900)})
     run = _pinned(release, "--check", "--diff", "-e", change).check()
-    diffs = [block for block in run.output.split("--- before: ")[1:]]
-    assert [b.split("\n", 1)[0] for b in diffs] == ["/opt/sglang/bin/serve_dsv4_decode.sh"], run.output[-4000:]
-    changed = [line for line in diffs[0].splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    assert changed == ["-  --mem-fraction-static 0.83 \\", "+  --mem-fraction-static 0.82 \\"], diffs[0]
+    diffs = run.output.split("--- before: ")[1:]
+    assert [b.split("\n", 1)[0] for b in diffs] == [
+        "/opt/sglang/bin/serve_dsv4_decode.sh",
+        "/etc/ansible/facts.d/sglang.fact",
+        "/etc/ansible/facts.d/sglang.fact",
+        "/etc/sglang/drift-export.json",
+        "/etc/prometheus/sglang_rules.yml",
+    ], run.output[-4000:]
+    hunk = diffs[0].split("\n\n", 1)[0]  # the diff ends at the first blank line of the output
+    changed = [line for line in hunk.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["-  --watchdog-timeout 600.0 \\", "+  --watchdog-timeout 900.0 \\"], (changed, hunk)
     assert LAB_KEY not in run.output
     assert run.recap()[LAB_HOST]["changed"] > 0, "the check run did not report the pending change"
     assert lab_host.check_output(state) == before, "a --check run changed the host"
