@@ -10,8 +10,7 @@ installed router in tests/sim/test_rollout.py):
   (409 while a worker with that URL is still listed); it serves once `status` is `ready` and `is_healthy`.
 With no worker of a role left, the router answers new requests 503 `no_available_workers` with `Retry-After: 1`.
 
-Also the rollout plan: the servers in the order they restart and what the fleet still carries while each one is
-out, from the capacity model through the planner (sglang_plan.fleet_fit).
+The rollout plan (what the fleet carries while each server is out) is the planner's: sglang_plan.rollout_plan.
 
 Only the standard library: the Ansible modules run this on the hosts.
 """
@@ -29,14 +28,12 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_live import reduce_loads
-    from ansible.module_utils.sglang_plan import Fleet, PlanError, fleet_fit
 except ImportError:
     from .sglang_live import reduce_loads
-    from .sglang_plan import Fleet, PlanError, fleet_fit
 
 # SGLang's own health-check bootstrap host: a PD engine generates without a partner (fake KV sender/receiver).
 FAKE_BOOTSTRAP_HOST = "2.2.2.2"
-ENGINE_ROLES = ("prefill", "decode")
+PD_ROLES = ("prefill", "decode")
 
 
 class RolloutError(RuntimeError):
@@ -184,7 +181,7 @@ def probe_generation(engine: str, role: str, key: str = "", timeout: float = 60.
     """A real generation through this engine alone: /generate, one new token; a PD engine gets SGLang's own
     health-check bootstrap host so it needs no partner. Raises unless the engine answers 200 with a token."""
     body: dict[str, Any] = {"text": "rollout probe", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
-    if role in ENGINE_ROLES:
+    if role in PD_ROLES:
         body.update(bootstrap_host=FAKE_BOOTSTRAP_HOST, bootstrap_room=uuid.uuid4().int % (2**63))
     started = time.monotonic()
     answer = call("POST", engine.rstrip("/") + "/generate", key, body, timeout)
@@ -195,54 +192,3 @@ def probe_generation(engine: str, role: str, key: str = "", timeout: float = 60.
     if role != "prefill" and int(meta.get("completion_tokens") or 0) < 1:
         raise RolloutError(f"POST {engine}/generate answered 200 without a generated token: {answer.body}")
     return {"status": answer.status, "seconds": round(time.monotonic() - started, 3)}
-
-
-# ---------------------------------------------------------------- the plan
-
-
-@dataclass(frozen=True)
-class Step:
-    host: str
-    role: str
-    parallel_left: int
-    binding_left: str
-
-
-def without(fleet: Fleet, host: str, role: str) -> Fleet:
-    out = fleet.copy()
-    group = f"sglang_{role}"
-    out.groups[group] = [h for h in out.groups.get(group, []) if h != host]
-    return out
-
-
-def rollout_plan(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> tuple[int, list[Step]]:
-    """Parallel calls of `tokens` the whole fleet carries, and per engine server (prefill hosts first, then decode,
-    in inventory order: the order of the serial rollout) what it carries while that server is out."""
-    whole = fleet_fit(fleet, model_config, tokens).parallel
-    steps = []
-    for role in ENGINE_ROLES:
-        for host in fleet.hosts(role):
-            rest = without(fleet, host, role)
-            if not rest.hosts(role):
-                steps.append(Step(host, role, 0, f"no {role} engine left"))
-                continue
-            try:
-                fit = fleet_fit(rest, model_config, tokens)
-            except PlanError as e:
-                steps.append(Step(host, role, 0, str(e)))
-                continue
-            steps.append(Step(host, role, fit.parallel, fit.binding))
-    return whole, steps
-
-
-def render_plan(whole: int, steps: list[Step], tokens: int, load: int | None = None) -> list[str]:
-    lines = [f"rollout plan (one server at a time): the fleet carries {whole} parallel calls of {tokens:,} tokens"]
-    for n, step in enumerate(steps, 1):
-        if step.parallel_left == 0:
-            what = f"outage: {step.binding_left}; new requests get 503 + Retry-After from the router until it is back"
-        else:
-            what = f"{step.parallel_left} parallel calls left (bound: {step.binding_left})"
-            if load is not None and step.parallel_left < load:
-                what += f", below the declared load of {load}"
-        lines.append(f"  {n}. {step.role} on {step.host}: {what}")
-    return lines

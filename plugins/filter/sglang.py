@@ -139,6 +139,16 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     return [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
 
 
+def rollout_plan(
+    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any], tokens: int
+) -> list[str]:
+    """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out."""
+    declared = declared_fleet(hostvars, groups)
+    fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
+    whole, steps = _plan.rollout_plan(fleet, _plain(model_config), int(tokens))
+    return _plan.render_plan(whole, steps, int(tokens))
+
+
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(_risks.render(findings))
 
@@ -327,6 +337,7 @@ class FilterModule:
             "sglang_declared_fleet": declared_fleet,
             "sglang_fleet_risks": fleet_risks,
             "sglang_risk_lines": risk_lines,
+            "sglang_rollout_plan": rollout_plan,
             "sglang_deep_check": deep_check,
             "sglang_engine_limits": engine_limits,
             "sglang_unit_names": unit_names,
