@@ -16,6 +16,8 @@ description:
     gone from C(GET /workers). RV(spec) is what O(state=present) needs to register it again."
   - "O(state=present): C(POST /workers) with O(spec) unless the router lists the worker, then wait until the router
     reports it C(ready) and healthy."
+  - "A router that does not answer at all (stopped) routes nothing: O(state=absent) then warns and returns
+    RV(spec) null."
   - Runs on the router's host (the router may listen on loopback only). With the router's C(--api-key), the worker
     API needs it (O(api_key)); a worker registered again gets it too, as the router's own workers have it.
 version_added: "1.1.0"
@@ -112,6 +114,12 @@ def main() -> None:
             change = listed is not None if p["state"] == "absent" else not serving(listed)
             module.exit_json(changed=change, spec=None, seconds=0.0)
         if p["state"] == "absent":
+            try:
+                find_worker(p["router"], p["url"], p["api_key"])
+            except OSError as e:
+                # No router answering: it routes nothing to the engine, there is nothing to take it out of.
+                module.warn(f"{p['router']} does not answer ({e}); the engine is restarted without leaving it")
+                module.exit_json(changed=False, spec=None, seconds=0.0)
             result = take_out(p["router"], p["url"], p["api_key"], p["timeout"], p["interval"])
         else:
             result = put_back(p["router"], p["spec"], p["api_key"], p["timeout"], p["interval"])
