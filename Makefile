@@ -41,7 +41,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
 .PHONY: help venv apt parser-venv flag-tables fixtures mutation lab lab-up lab-deploy lab-info lab-ssh lab-down check test \
-	lint verify molecule
+	test-rollout lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -144,10 +144,14 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
-test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the verify suite, molecule test
-	pytest $(PYTEST_ARGS) $(TEST_DIRS)
+test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the rollout pass, verify, molecule test
+	pytest -m 'not rollout' $(PYTEST_ARGS) $(TEST_DIRS)
+	$(MAKE) --no-print-directory test-rollout
 	$(MAKE) --no-print-directory verify
 	$(MAKE) --no-print-directory molecule
+
+test-rollout: venv ## Limit changes under load on the lab (tests marked rollout, a few minutes; root)
+	pytest -m rollout $(PYTEST_ARGS) tests/lab
 
 verify: venv ## The verify suite against the deployed lab
 	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
