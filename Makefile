@@ -28,7 +28,10 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
 # lab inventory (inventories/lab).
-LAB_HOST ?= lab1
+# LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge.
+LAB ?=
+LAB_INVENTORY := inventories/$(if $(filter multinode,$(LAB)),multinode-lab,lab)/hosts.yml
+LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,lab1)
 LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
@@ -42,7 +45,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
 .PHONY: help venv apt parser-venv flag-tables fixtures mutation lab lab-up lab-deploy lab-info lab-ssh lab-down check test \
-	lint verify molecule
+	test-rollout lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -99,15 +102,15 @@ apt: ## Debian packages the lab and the lint need (installs only what is missing
 lab: lab-deploy ## Boot the lab and deploy the stack into it
 	@$(MAKE) --no-print-directory lab-info
 
-lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute)
-	ansible-playbook playbooks/lab.yml
+lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute; LAB=multinode: five hosts)
+	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml
 
 lab-deploy: lab-up ## Deploy the stack into the lab (ansible-playbook site.yml)
-	ansible-playbook site.yml
+	ansible-playbook -i $(LAB_INVENTORY) site.yml
 
 lab-info: ## Where things are in the lab
 	@echo "lab host:      $(LAB_HOST) (systemd-nspawn; network namespace /run/netns/$(LAB_HOST), loopback only)"
-	@echo "inventory:     inventories/lab/hosts.yml (the default in ansible.cfg)"
+	@echo "inventory:     $(LAB_INVENTORY) (inventories/lab is the default in ansible.cfg; LAB=multinode: five hosts)"
 	@echo "ssh in:        make lab-ssh   or   $(LAB_SSH) $(LAB_HOST)"
 	@echo "router:        http://127.0.0.1:$(LAB_ROUTER_PORT) inside the netns, e.g."
 	@echo "               ip netns exec $(LAB_HOST) curl -s http://127.0.0.1:$(LAB_ROUTER_PORT)/health"
@@ -119,8 +122,8 @@ lab-info: ## Where things are in the lab
 lab-ssh: ## Root shell on the lab host (LAB_HOST=lab1)
 	$(LAB_SSH) $(LAB_HOST)
 
-lab-down: venv ## Power off the lab host(s) and delete their network namespaces
-	ansible-playbook playbooks/lab_down.yml
+lab-down: venv ## Power off the lab host(s) and delete their network namespaces (LAB=multinode: those five)
+	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab_down.yml
 
 lint: venv ## yamllint, ansible-lint, ruff, shellcheck
 	yamllint --strict .
@@ -145,10 +148,14 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
-test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the verify suite, molecule test
-	pytest $(PYTEST_ARGS) $(TEST_DIRS)
+test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the rollout pass, verify, molecule test
+	pytest -m 'not rollout' $(PYTEST_ARGS) $(TEST_DIRS)
+	$(MAKE) --no-print-directory test-rollout
 	$(MAKE) --no-print-directory verify
 	$(MAKE) --no-print-directory molecule
+
+test-rollout: venv ## Limit changes under load on the lab (tests marked rollout, a few minutes; root)
+	pytest -m rollout $(PYTEST_ARGS) tests/lab
 
 verify: venv ## The verify suite against the deployed lab
 	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)

@@ -74,6 +74,14 @@ def router_envelope(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     return normalize("router", dict(hostvars.get("sglang_router") or {}), "sglang_router")
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def local_address(listen: Any) -> str:
+    """The address a process on the same host uses for a server bound to `listen`: loopback for a wildcard."""
+    return "127.0.0.1" if str(listen or "0.0.0.0") in WILDCARDS else str(listen)
+
+
 def engine_url(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
     """How the router and the audit reach an engine: sglang_advertise_host, else the inventory host name."""
     address = hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host
@@ -97,6 +105,15 @@ def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, 
         env = engine_envelope("decode", all_hostvars[host])
         decode.append({"host": host, "url": engine_url(host, all_hostvars[host], env)})
     return {"prefill": prefill, "decode": decode}
+
+
+def router_worker_specs(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The same workers as smg's worker API registers them (`POST /workers` bodies)."""
+    specs: list[dict[str, Any]] = [
+        {"url": w["url"], "worker_type": "prefill", "bootstrap_port": w["bootstrap_port"]}
+        for w in worker_map["prefill"]
+    ]
+    return specs + [{"url": w["url"], "worker_type": "decode"} for w in worker_map["decode"]]
 
 
 def router_argv_workers(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[str]:

@@ -67,6 +67,10 @@ ROUTER_DEFAULTS: dict[str, Any] = {
     "pd_admission_wait_secs": 30,
     "health_check_interval_secs": 60,
     "worker_startup_timeout_secs": 1800,
+    "shutdown_grace_period_secs": 180,
+    "retry_max_retries": 5,
+    "retry_initial_backoff_ms": 50,
+    "retry_max_backoff_ms": 30000,
 }
 
 

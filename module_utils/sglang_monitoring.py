@@ -10,8 +10,10 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
+    from ansible.module_utils.sglang_declared import local_address
 except ImportError:
     from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
+    from .sglang_declared import local_address
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,6 @@ def address(host: str, hostvars: Mapping[str, Any]) -> str:
     """How other hosts reach `host`: sglang_advertise_host, else ansible_host, else the inventory name (as the
     router reaches the engines, sglang_declared.engine_url)."""
     return str(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host)
-
-
-def _local(listen: Any) -> str:
-    """The address a process on the same host uses for a server bound to `listen` (as the audit does)."""
-    return "127.0.0.1" if str(listen or "0.0.0.0") in ("0.0.0.0", "::", "") else str(listen)
 
 
 def prometheus_config(
@@ -87,7 +84,7 @@ def exporter_servers(
                 "server": e.server,
                 "role": e.role,
                 "name": host,
-                "endpoint": f"http://{_local(e.declared.get('host'))}:{e.declared['port']}",
+                "endpoint": f"http://{local_address(e.declared.get('host'))}:{e.declared['port']}",
                 "declared": {**e.declared, **({"api_key": api_key_marker} if api_key_marker else {})},
                 "model": model_inputs(hostvars, model_config),
             }

@@ -413,3 +413,54 @@ def render(result: Plan, inventory: str) -> str:
 
 def fleet_from_inventory(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> Fleet:
     return Fleet({h: dict(v) for h, v in hostvars.items()}, {g: list(h) for g, h in groups.items()})
+
+
+# ---------------------------------------------------------------- the rollout plan
+
+
+@dataclass(frozen=True)
+class Step:
+    host: str
+    role: str
+    parallel_left: int
+    binding_left: str
+
+
+def without(fleet: Fleet, host: str, role: str) -> Fleet:
+    out = fleet.copy()
+    group = f"sglang_{role}"
+    out.groups[group] = [h for h in out.groups.get(group, []) if h != host]
+    return out
+
+
+def rollout_plan(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> tuple[int, list[Step]]:
+    """Parallel calls of `tokens` the whole fleet carries, and per engine server (prefill hosts first, then decode,
+    in inventory order: the order of the serial rollout) what it carries while that server is out."""
+    whole = fleet_fit(fleet, model_config, tokens).parallel
+    steps = []
+    for role in ("prefill", "decode"):
+        for host in fleet.hosts(role):
+            rest = without(fleet, host, role)
+            if not rest.hosts(role):
+                steps.append(Step(host, role, 0, f"no {role} engine left"))
+                continue
+            try:
+                fit = fleet_fit(rest, model_config, tokens)
+            except PlanError as e:
+                steps.append(Step(host, role, 0, str(e)))
+                continue
+            steps.append(Step(host, role, fit.parallel, fit.binding))
+    return whole, steps
+
+
+def render_plan(whole: int, steps: list[Step], tokens: int, load: int | None = None) -> list[str]:
+    lines = [f"rollout plan (one server at a time): the fleet carries {whole} parallel calls of {tokens:,} tokens"]
+    for n, step in enumerate(steps, 1):
+        if step.parallel_left == 0:
+            what = f"outage: {step.binding_left}; new requests get 503 + Retry-After from the router until it is back"
+        else:
+            what = f"{step.parallel_left} parallel calls left (bound: {step.binding_left})"
+            if load is not None and step.parallel_left < load:
+                what += f", below the declared load of {load}"
+        lines.append(f"  {n}. {step.role} on {step.host}: {what}")
+    return lines

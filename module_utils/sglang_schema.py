@@ -105,6 +105,10 @@ KEYS: tuple[Key, ...] = (
     Key("pd_admission_wait_secs", _R),
     Key("health_check_interval_secs", _R),
     Key("worker_startup_timeout_secs", _R),
+    Key("shutdown_grace_period_secs", _R, doc="in-flight drain on SIGTERM"),
+    Key("retry_max_retries", _R, doc="attempts for a failed request"),
+    Key("retry_initial_backoff_ms", _R, doc="first retry backoff"),
+    Key("retry_max_backoff_ms", _R, doc="longest retry backoff"),
 )
 
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

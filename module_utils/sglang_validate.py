@@ -524,8 +524,15 @@ def check_router(host: str, env: Mapping[str, Any], decode_running: int, context
         ("request_timeout_secs", "e.g. 1800"),
         ("health_check_interval_secs", "e.g. 60"),
         ("worker_startup_timeout_secs", "e.g. 1800"),
+        ("shutdown_grace_period_secs", "e.g. 60"),
     ):
         errors += _range(var(name), env.get(name), 1, None, f"{name} must be > 0 seconds (smg)", f"declare {fix}")
+    for name, least, fix in (
+        ("retry_max_retries", 1, "e.g. 5 (1: no retry)"),
+        ("retry_initial_backoff_ms", 0, "e.g. 100"),
+        ("retry_max_backoff_ms", 0, "e.g. 2000"),
+    ):
+        errors += _range(var(name), env.get(name), least, None, f"{name} must be >= {least} (smg)", f"declare {fix}")
     errors += _range(
         var("pd_admission_wait_secs"), env.get("pd_admission_wait_secs"), 0, None, "must be >= 0 seconds", "e.g. 30"
     )

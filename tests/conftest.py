@@ -33,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "rollout: limit changes under load on the lab (slow, minutes); `make test` runs them once, in their own pass",
+    )
+    config.addinivalue_line(
+        "markers",
         "faults: injects faults into site.yml runs on the lab (tests/faults); deselect with -m 'not faults'",
     )
     # Tools run by tests (ansible-playbook, and ansible-inventory called by testinfra's ansible

@@ -111,6 +111,16 @@ def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str,
     return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
 
 
+def local_address(listen: Any) -> str:
+    """The address a process on the same host uses for a server bound to `listen`."""
+    return str(_declared.local_address(listen))
+
+
+def router_worker_specs(worker_map: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The declared workers as smg's worker API registers them."""
+    return list(_declared.router_worker_specs(_plain(worker_map)))
+
+
 def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
     """`--prefill URL PORT` and `--decode URL` serve-script lines for smg's PD mode."""
     argv = _declared.router_argv_workers(_plain(worker_map))
@@ -139,6 +149,16 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     config = _plain(model_config)
     return [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
+
+
+def rollout_plan(
+    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any], tokens: int
+) -> list[str]:
+    """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out."""
+    declared = declared_fleet(hostvars, groups)
+    fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
+    whole, steps = _plan.rollout_plan(fleet, _plain(model_config), int(tokens))
+    return _plan.render_plan(whole, steps, int(tokens))
 
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -363,11 +383,14 @@ class FilterModule:
             "sglang_environ": environ,
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,
+            "sglang_local_address": local_address,
             "sglang_router_worker_args": router_worker_args,
+            "sglang_router_worker_specs": router_worker_specs,
             "sglang_check_fleet": check_fleet,
             "sglang_declared_fleet": declared_fleet,
             "sglang_fleet_risks": fleet_risks,
             "sglang_risk_lines": risk_lines,
+            "sglang_rollout_plan": rollout_plan,
             "sglang_deep_check": deep_check,
             "sglang_engine_limits": engine_limits,
             "sglang_unit_names": unit_names,

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 from sglang_envelope.sglang_cli import load_inventory, model_config_for
-from sglang_envelope.sglang_plan import RECALL_COST, Fleet, PlanError, Shape, fleet_fit, parse_shape, plan
+from sglang_envelope.sglang_plan import (
+    RECALL_COST,
+    Fleet,
+    PlanError,
+    Shape,
+    fleet_fit,
+    parse_shape,
+    plan,
+    render_plan,
+    rollout_plan,
+)
 from sglang_envelope.sglang_validate import check_fleet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,3 +115,34 @@ def test_an_option_is_dropped_only_when_another_is_no_worse_on_every_lever() -> 
     kept = _undominated([cheap_fp8, one_host, two_hosts, lowered])
     # fp8 with no host does not replace a host without the recall cost; two hosts are worse than one on every lever.
     assert kept == [cheap_fp8, one_host, lowered]
+
+
+def test_rollout_plan_counts_what_is_left_while_each_server_is_out() -> None:
+    hostvars, groups = load_inventory(str(REPO / "inventories" / "multinode"))
+    fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
+    config = model_config_for(hostvars[fleet.hosts("decode")[0]])
+    whole, steps = rollout_plan(fleet, config, 8192)
+    assert [(s.role, s.host) for s in steps] == [
+        *(("prefill", h) for h in fleet.hosts("prefill")),
+        *(("decode", h) for h in fleet.hosts("decode")),
+    ]
+    decode_out = [s for s in steps if s.role == "decode"]
+    # Every decode engine runs max_running_requests 64 at 8k tokens; the router admits all of them.
+    today = fleet_fit(fleet, config, 8192)
+    assert whole == today.parallel == min(sum(today.per_engine), today.router_cap or whole)
+    for step in decode_out:
+        assert step.parallel_left == sum(today.per_engine) - today.per_engine[0], step
+        assert step.binding_left == "decode max_running_requests", step
+    lines = render_plan(whole, steps, 8192)
+    assert lines[0].startswith(f"rollout plan (one server at a time): the fleet carries {whole} parallel calls")
+    assert len(lines) == 1 + len(steps)
+
+
+def test_rollout_plan_of_one_host_names_the_outage(production: tuple[Fleet, dict]) -> None:
+    fleet, config = production
+    whole, steps = rollout_plan(fleet, config, 8192)
+    assert whole > 0
+    assert [(s.role, s.parallel_left) for s in steps] == [("prefill", 0), ("decode", 0)]
+    text = "\n".join(render_plan(whole, steps, 8192))
+    assert "decode on gpu-node-01: outage: no decode engine left" in text
+    assert "503 + Retry-After" in text

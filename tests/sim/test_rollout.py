@@ -1,0 +1,187 @@
+"""The rollout under load, on loopback: the real smg 1.13.0 router in front of simulated engines, closed-loop
+clients from the load harness (bench/rollout_load.py) and the rollout steps of module_utils/sglang_rollout.py
+(take the worker out of the router, wait on /v1/loads, restart, a real generation, put it back)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from sglang_envelope import sglang_rollout as rollout
+from sglang_envelope.sglang_declared import router_worker_specs
+from simtools import REPO, Launcher, Proc, Sim, free_port
+
+sys.path.insert(0, str(REPO / "bench"))
+import rollout_load
+
+ENV = {"SGLANG_SIM_TTFT_MS": "20", "SGLANG_SIM_TOKENS_PER_SEC": "50", "SGLANG_SIM_STEP_MS": "20"}
+COMMON = ["--served-model-name", "dsv4", "--context-length", "8192", "--enable-metrics"]
+# Each request runs about half a second on its decode engine, so a restart meets requests in flight.
+MAX_TOKENS = 24
+
+
+@dataclass
+class Stack:
+    launcher: Launcher
+    prefill: Sim
+    decodes: list[Sim]
+    router: Proc
+    url: str
+
+    def restart_decode(self, index: int, max_running: int) -> Sim:
+        """SIGTERM the decode engine (it finishes what it runs) and start it again on its port."""
+        old = self.decodes[index]
+        assert old.terminate(15) == 0, old.log()
+        argv = self.launcher.sim_argv(old.port, decode_args(max_running))
+        new = Sim(old.port, argv, self.launcher.logs / f"sim-{old.port}-restarted.log", ENV)
+        self.launcher.procs.append(new)
+        new.wait_healthy(15)
+        self.decodes[index] = new
+        return new
+
+
+def decode_args(max_running: int) -> list[str]:
+    return [*COMMON, "--disaggregation-mode", "decode", "--max-running-requests", str(max_running)]
+
+
+def start_stack(launcher: Launcher, decodes: int) -> Stack:
+    bport = free_port()
+    prefill = launcher.sim(
+        [*COMMON, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], ENV
+    )
+    engines = [launcher.sim(decode_args(64), ENV) for _ in range(decodes)]
+    args = ["--pd-disaggregation", "--prefill", prefill.url, str(bport)]
+    for d in engines:
+        args += ["--decode", d.url]
+    router, url = launcher.smg([*args, "--policy", "round_robin", "--max-concurrent-requests", "64"])
+    deadline = time.monotonic() + 20
+    while httpx.get(url + "/readiness", timeout=2).json().get("healthy_workers") != 1 + decodes:
+        assert time.monotonic() < deadline, httpx.get(url + "/readiness").text
+        time.sleep(0.1)
+    return Stack(launcher, prefill, engines, router, url)
+
+
+@pytest.fixture
+def stack_factory(fresh_launcher: Launcher) -> Iterator[Callable[[int], Stack]]:
+    yield lambda decodes: start_stack(fresh_launcher, decodes)
+
+
+def harness_args(url: str, *extra: str) -> list[str]:
+    return ["--url", url, "--clients", "6", "--max-tokens", str(MAX_TOKENS), "--request-timeout", "20", *extra]
+
+
+def measure(url: str, step: Callable[[], None]) -> rollout_load.Report:
+    """The harness's load around `step`, run in a thread while the clients keep sending."""
+    args, command = rollout_load.parse([*harness_args(url), "--", "rollout-step"])
+
+    async def action() -> int:
+        await asyncio.to_thread(step)
+        return 0
+
+    return asyncio.run(rollout_load.run(args, command, action))
+
+
+def drain_aware_restart(stack: Stack, index: int, max_running: int, timings: dict[str, float]) -> None:
+    """What the playbook does for one decode engine, step by step."""
+    decode = stack.decodes[index]
+    started = time.monotonic()
+    out = rollout.take_out(stack.url, decode.url, timeout=30, interval=0.2)
+    assert out["changed"], out
+    timings["idle_at"] = rollout.wait_idle(decode.url, timeout=30, interval=0.1)["in_flight_at_start"]
+    stack.restart_decode(index, max_running)
+    rollout.probe_generation(decode.url, "decode", timeout=10)
+    rollout.put_back(stack.url, out["spec"], timeout=60, interval=0.2)
+    timings["window"] = time.monotonic() - started
+
+
+def test_steady_stack_loses_nothing_through_the_command_line(
+    stack_factory: Callable[[int], Stack], tmp_path: Path
+) -> None:
+    stack = stack_factory(1)
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, str(REPO / "bench/rollout_load.py"), *harness_args(stack.url, "--json", str(report))]
+    done = subprocess.run([*cmd, "--", "sleep", "1"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "lost 0 of " in done.stdout, done.stdout
+    body = rollout_load.json.loads(report.read_text())
+    assert body["total"] > 6 and body["histogram"] == {"200": body["total"]}, body["histogram"]
+
+
+def test_a_router_that_goes_away_is_counted_as_lost(stack_factory: Callable[[int], Stack]) -> None:
+    """Killing the router (what a plain restart of it looks like to a client): refused connections are lost."""
+    stack = stack_factory(1)
+    result = measure(stack.url, lambda: (stack.router.kill(), time.sleep(1.0)) and None)
+    assert result.histogram.get("connection refused", 0) > 0, result.histogram
+    assert result.lost >= result.histogram["connection refused"], result.histogram
+    assert f"lost {result.lost} of {result.total} (more than the 0 allowed)" in rollout_load.render(result, 0)
+
+
+def test_an_engine_that_dies_is_answered_503_retry_after_by_the_router(stack_factory: Callable[[int], Stack]) -> None:
+    """smg 1.13.0 answers for a dead decode engine with 503 no_available_workers and Retry-After: explicit."""
+    stack = stack_factory(1)
+    result = measure(stack.url, lambda: (stack.decodes[0].kill(), time.sleep(1.0)) and None)
+    assert result.histogram.get("503 + Retry-After (no_available_workers)", 0) > 0, result.histogram
+
+
+def test_drain_aware_restart_of_one_of_two_decode_engines_loses_nothing(
+    stack_factory: Callable[[int], Stack],
+) -> None:
+    stack = stack_factory(2)
+    timings: dict[str, float] = {}
+    result = measure(stack.url, lambda: drain_aware_restart(stack, 0, 48, timings))
+    assert result.lost == 0 and set(result.histogram) == {"200"}, result.histogram
+    assert result.total > 20, result.histogram
+    info = httpx.get(stack.decodes[0].url + "/server_info").json()
+    assert info["max_running_requests"] == 48
+    print(rollout_load.render(result, 0))
+
+
+def test_restart_of_the_only_decode_engine_is_a_controlled_outage(stack_factory: Callable[[int], Stack]) -> None:
+    """No request in flight is aborted, no connection fails: new requests get 503 + Retry-After until the
+    engine is back, and the window is measured."""
+    stack = stack_factory(1)
+    timings: dict[str, float] = {}
+    result = measure(stack.url, lambda: drain_aware_restart(stack, 0, 48, timings))
+    print(rollout_load.render(result, 0), f"\nrollout window {timings['window']:.2f} s")
+    assert result.lost == 0, result.histogram
+    assert set(result.histogram) <= {"200", "503 + Retry-After (no_available_workers)"}, result.histogram
+    assert result.histogram.get("503 + Retry-After (no_available_workers)", 0) > 0, (
+        "the window should have been seen by the clients"
+    )
+    window = result.window()
+    assert window is not None and 0 < window[0] <= timings["window"] + 1.0, (window, timings)
+
+
+def test_declared_workers_a_stopped_rollout_left_out_are_put_back(stack_factory: Callable[[int], Stack]) -> None:
+    """A rollout stopped after taking engines out (one still draining, one gone): the declared specs, as the router
+    role builds them, register both again with the real router, which then routes to every worker."""
+    stack = stack_factory(1)
+    bport = next(w["bootstrap_port"] for w in rollout.workers(stack.url) if w["worker_type"] == "prefill")
+    declared = {
+        "prefill": [{"url": stack.prefill.url, "bootstrap_port": bport}],
+        "decode": [{"url": stack.decodes[0].url}],
+    }
+    specs = router_worker_specs(declared)
+    rollout.take_out(stack.url, stack.prefill.url, timeout=30, interval=0.2)
+    prefill_gone = {w["url"] for w in rollout.workers(stack.url)}
+    decode = rollout.find_worker(stack.url, stack.decodes[0].url)
+    assert decode is not None
+    answer = rollout.call("DELETE", f"{stack.url}/workers/{decode['id']}")
+    assert answer.status == 202, answer
+    assert rollout.find_worker(stack.url, stack.decodes[0].url)["status"] == "draining"  # type: ignore[index]
+    assert stack.prefill.url not in prefill_gone
+    results = [rollout.put_back(stack.url, spec, timeout=60, interval=0.2) for spec in specs]
+    assert all(r["changed"] for r in results), results
+    listed = {w["url"]: w for w in rollout.workers(stack.url)}
+    assert {s["url"] for s in specs} <= set(listed) and all(rollout.serving(listed[s["url"]]) for s in specs)
+    assert listed[stack.prefill.url]["bootstrap_port"] == bport
+    assert httpx.get(stack.url + "/readiness", timeout=5).json().get("healthy_workers") == 2
+    again = [rollout.put_back(stack.url, spec, timeout=10, interval=0.2) for spec in specs]
+    assert not any(r["changed"] for r in again), again
