@@ -148,8 +148,14 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
+# The tests without the lab run beside the lab's, which mostly wait on it; their output follows the lab's.
 test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the rollout pass, verify, molecule test
-	pytest -m 'not rollout' $(PYTEST_ARGS) $(TEST_DIRS)
+	@mkdir -p .cache
+	pytest -m 'not lab and not rollout' -p no:cacheprovider $(PYTEST_ARGS) $(TEST_DIRS) \
+	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
+	pytest -m 'lab and not rollout' $(PYTEST_ARGS) $(TEST_DIRS); lab=$$?; \
+	wait $$without; rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
+	[ $$lab -eq 0 ] && [ $$rest -eq 0 ]
 	$(MAKE) --no-print-directory test-rollout
 	$(MAKE) --no-print-directory verify
 	$(MAKE) --no-print-directory molecule

@@ -446,7 +446,7 @@ def router_result(p: dict[str, Any], declared: dict[str, Any], live: ServerLive)
     ).as_dict()  # fmt: skip
     router = live.router or {}
     for label in router.get("missing_workers") or []:
-        audit["drift"].append(_worker_drift(label, "missing: the router does not route to it"))
+        audit["drift"].append(_worker_drift(label, "missing: the router does not route to it; site.yml puts it back"))
     for label in router.get("unexpected_workers") or []:
         audit["drift"].append(_worker_drift(label, "unexpected: the inventory does not declare it"))
     out = _common(p, live, audit, {})

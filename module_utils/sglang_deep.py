@@ -214,7 +214,10 @@ def run_checkers(
             results[i] = {k: v for k, v in answer.items() if k != "id"}
             if cache_dir is not None and keys[i]:
                 cache_dir.mkdir(parents=True, exist_ok=True)
-                (cache_dir / f"{keys[i]}.json").write_text(json.dumps(results[i], sort_keys=True))
+                # Written aside, then renamed: a run beside this one never reads half a file.
+                partial = cache_dir / f".{keys[i]}.{os.getpid()}.json"
+                partial.write_text(json.dumps(results[i], sort_keys=True))
+                os.replace(partial, cache_dir / f"{keys[i]}.json")
     stats = {
         "checked": sum(r is not None for r in results),
         "cached": sum(bool(r and r.get("cached")) for r in results),
