@@ -82,6 +82,11 @@ options:
     description: How many of the newest releases the deploy keeps besides the one it installs.
     type: int
     default: 3
+  checksums:
+    description: Add each file's SHA-1 (C(sha1), Ansible's checksum) to RV(files), for a deploy to compare with what
+      it would write.
+    type: bool
+    default: false
 seealso:
   - module: sglang_limits
 """
@@ -122,8 +127,9 @@ unit:
   type: dict
 files:
   description:
-    - Path, existence and mtime of the script, the environment file and the unit file, and whether each differs from
-      the checksum the last deploy recorded (C(edited_since_deploy)).
+    - Path, existence, mtime, owner, group and mode of the script, the environment file and the unit file, whether
+      each differs from the checksum the last deploy recorded (C(edited_since_deploy)) and, with O(checksums), its
+      SHA-1 (C(sha1)).
   returned: always
   type: dict
 edited_since_deploy:
@@ -189,6 +195,9 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
         p["facts_file"] or None,
         host,
     )
+    if p["checksums"]:
+        for info in layers.files.values():
+            info["sha1"] = host.sha1(info["path"])
     name = p["name"] or socket.gethostname()
     releases = release_leftovers(host, p["releases_dir"], p["keep_releases"]) if p["releases_dir"] else []
     switch = release_switch(host, p["facts_file"]) if p["releases_dir"] and p["facts_file"] else None
@@ -227,6 +236,7 @@ def main() -> None:
             "declared_files": {"type": "dict"},
             "releases_dir": {"type": "path"},
             "keep_releases": {"type": "int", "default": 3},
+            "checksums": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

@@ -419,6 +419,23 @@ def _meta(value: Mapping[str, Any]) -> str:
     return f"{value.get('owner')}:{value.get('group')} {value.get('mode')}"
 
 
+def _meta_differs(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    return [k for k in ("owner", "group", "mode") if str(have.get(k)) != str(want.get(k))]
+
+
+def files_to_write(files: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The server files a deploy must write: `wanted` {name: {path, sha1, owner, group, mode}} against what the host
+    has (sglang_layers with checksums): absent, at another path, other content, or other owner, group or mode."""
+    out = []
+    for name, want in wanted.items():
+        have = files.get(name) or {}
+        if not have.get("exists") or have.get("path") != want["path"] or have.get("sha1") != want["sha1"]:
+            out.append(name)
+        elif _meta_differs(have, want):
+            out.append(name)
+    return out
+
+
 def host_drift(
     files: Mapping[str, Mapping[str, Any]],
     declared_files: Mapping[str, Mapping[str, Any]] | None,
@@ -445,7 +462,7 @@ def host_drift(
         have = files.get(name) or {}
         if not have.get("exists") or "mode" not in have:
             continue
-        wrong = [k for k in ("owner", "group", "mode") if str(have.get(k)) != str(want.get(k))]
+        wrong = _meta_differs(have, want)
         if wrong:
             why = (
                 f"{have.get('path')} is {_meta(have)}, the roles declare {_meta(want)} ({', '.join(wrong)} differ): "

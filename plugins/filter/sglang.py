@@ -57,6 +57,7 @@ _risks = _load("sglang_risks")
 _deep = _load("sglang_deep")
 _alerts = _load("sglang_alerts")
 _monitoring = _load("sglang_monitoring")
+_drift = _load("sglang_drift")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -114,6 +115,11 @@ def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str,
 def local_address(listen: Any) -> str:
     """The address a process on the same host uses for a server bound to `listen`."""
     return str(_declared.local_address(listen))
+
+
+def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
+    """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
+    return list(_drift.files_to_write(_plain(files), _plain(wanted)))
 
 
 def router_worker_specs(worker_map: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -384,6 +390,7 @@ class FilterModule:
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,
             "sglang_local_address": local_address,
+            "sglang_files_to_write": files_to_write,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,
             "sglang_check_fleet": check_fleet,

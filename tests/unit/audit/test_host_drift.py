@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 from audit_helpers import load_cases, load_library, run_module
-from sglang_envelope.sglang_drift import compare, host_drift, interrupted_deploy
+from sglang_envelope.sglang_drift import compare, files_to_write, host_drift, interrupted_deploy
 from test_sglang_layers import CASES, TICKS, build_host
 
 layers = load_library("sglang_layers")
@@ -154,3 +155,28 @@ def test_interrupted_release_switch_is_reported_from_its_record(tmp_path: Path) 
     )
     # The router has no releases: the record is not its business.
     assert _run(tmp_path, host, declared_files={})["release_switch"] is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the files must be root:root (run as root)")
+def test_files_to_write_are_those_whose_content_or_metadata_differ(tmp_path: Path) -> None:
+    """What the deploy compares before writing (roles/sglang_common/tasks/server.yml): the module's checksums of the
+    host's files against the rendered ones: same content and metadata writes nothing; each difference writes that
+    file only; a file at another path or absent is written."""
+    host = _host(tmp_path)
+    files = _run(tmp_path, host, checksums=True)["files"]
+    texts = {name: (tmp_path / info["path"].lstrip("/")).read_bytes() for name, info in files.items()}
+    wanted = {
+        name: {"path": files[name]["path"], "sha1": hashlib.sha1(texts[name]).hexdigest(), **DECLARED[name]}
+        for name in DECLARED
+    }
+    assert all(files[name]["sha1"] == wanted[name]["sha1"] for name in DECLARED), files
+    assert files_to_write(files, wanted) == []
+    edited = {**wanted, "script": {**wanted["script"], "sha1": hashlib.sha1(texts["script"] + b"#").hexdigest()}}
+    assert files_to_write(files, edited) == ["script"]
+    assert files_to_write(files, {**wanted, "env_file": {**wanted["env_file"], "mode": "0600"}}) == ["env_file"]
+    assert files_to_write(files, {**wanted, "unit": {**wanted["unit"], "path": "/etc/systemd/system/x.service"}}) == [
+        "unit"
+    ]
+    os.remove(tmp_path / SCRIPT.lstrip("/"))
+    assert files_to_write(_run(tmp_path, host, checksums=True)["files"], wanted) == ["script"]
+    assert "sha1" not in _run(tmp_path, host)["files"]["env_file"]
