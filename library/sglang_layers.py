@@ -82,6 +82,10 @@ options:
     description: How many of the newest releases the deploy keeps besides the one it installs.
     type: int
     default: 3
+  unit_dir:
+    description: Where the unit file is (C(<unit_dir>/<unit>.service)).
+    type: path
+    default: /etc/systemd/system
   checksums:
     description: Add each file's SHA-1 (C(sha1), Ansible's checksum) to RV(files), for a deploy to compare with what
       it would write.
@@ -194,6 +198,7 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
         p["env_file"] or ENV_FILE.format(role=role),
         p["facts_file"] or None,
         host,
+        unit_dir=p["unit_dir"],
     )
     if p["checksums"]:
         for info in layers.files.values():
@@ -236,6 +241,7 @@ def main() -> None:
             "declared_files": {"type": "dict"},
             "releases_dir": {"type": "path"},
             "keep_releases": {"type": "int", "default": 3},
+            "unit_dir": {"type": "path", "default": "/etc/systemd/system"},
             "checksums": {"type": "bool", "default": False},
         },
         supports_check_mode=True,

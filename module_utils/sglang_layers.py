@@ -254,6 +254,7 @@ def read_layers(
     facts_file: str | None,
     host: HostFiles,
     ticks: int | None = None,
+    unit_dir: str = UNIT_DIR,
 ) -> Layers:
     """Read the on-disk and running layers of one server on this host."""
     out = Layers()
@@ -262,7 +263,7 @@ def read_layers(
         "script": {"path": script, "exists": script_text is not None, "mtime": host.mtime(script)},
         "env_file": {"path": env_file, "exists": env_text is not None, "mtime": host.mtime(env_file)},
     }
-    unit_path = f"{UNIT_DIR}/{unit}.service"
+    unit_path = f"{unit_dir.rstrip('/')}/{unit}.service"
     unit_text = host.read_text(unit_path)
     out.files["unit"] = {"path": unit_path, "exists": unit_text is not None, "mtime": host.mtime(unit_path)}
     for info in out.files.values():
