@@ -175,7 +175,13 @@ def test_declared_workers_a_stopped_rollout_left_out_are_put_back(stack_factory:
     assert decode is not None
     answer = rollout.call("DELETE", f"{stack.url}/workers/{decode['id']}")
     assert answer.status == 202, answer
-    assert rollout.find_worker(stack.url, stack.decodes[0].url)["status"] == "draining"  # type: ignore[index]
+    # smg turns the worker draining a moment after its 202, and drops it after its drain settle window.
+    rollout.poll(
+        lambda: (w := rollout.find_worker(stack.url, stack.decodes[0].url)) is None or w["status"] == "draining",
+        10,
+        0.05,
+        "the router draining the decode worker",
+    )
     assert stack.prefill.url not in prefill_gone
     results = [rollout.put_back(stack.url, spec, timeout=60, interval=0.2) for spec in specs]
     assert all(r["changed"] for r in results), results

@@ -35,7 +35,8 @@ def probe(
                 "max_concurrent": d.max_concurrent,
                 "queue_size": d.queue_size,
                 "extra": extra,
-                "hold_s": 0.6,
+                # Long enough for the whole first wave to be in flight on a loaded 2-core machine.
+                "hold_s": 1.5,
                 "reject_s": 1.0,
                 "queue_timeout_s": 60,
                 "request_timeout_s": 60,
