@@ -453,6 +453,23 @@ def rollout_plan(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> 
     return whole, steps
 
 
+def rollout_shortfalls(steps: list[Step], min_parallel: int, tokens: int) -> list[str]:
+    """The rollout steps that leave the fleet fewer than `min_parallel` parallel calls of `tokens` tokens, each
+    named with what binds and how to fix it (sglang_validate_rollout_min_parallel, 0: no minimum)."""
+    out = []
+    for step in steps:
+        if step.parallel_left >= min_parallel:
+            continue
+        left = "nothing (an outage)" if step.parallel_left == 0 else f"{step.parallel_left} parallel calls"
+        out.append(
+            f"{step.role} on {step.host}: while it restarts the rest of the fleet carries {left} of {tokens:,} "
+            f"tokens ({step.binding_left}), below sglang_validate_rollout_min_parallel={min_parallel}. Fix: add a "
+            f"{step.role} host or raise the limits of the others, or lower sglang_validate_rollout_min_parallel "
+            "(0 only reports the plan)"
+        )
+    return out
+
+
 def render_plan(whole: int, steps: list[Step], tokens: int, load: int | None = None) -> list[str]:
     lines = [f"rollout plan (one server at a time): the fleet carries {whole} parallel calls of {tokens:,} tokens"]
     for n, step in enumerate(steps, 1):

@@ -158,13 +158,22 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
 
 
 def rollout_plan(
-    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any], tokens: int
-) -> list[str]:
-    """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out."""
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    tokens: int,
+    min_parallel: int = 0,
+) -> dict[str, list[str]]:
+    """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out
+    (`lines`), and the steps that leave fewer than `min_parallel` parallel calls (`shortfalls`)."""
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     whole, steps = _plan.rollout_plan(fleet, _plain(model_config), int(tokens))
-    return _plan.render_plan(whole, steps, int(tokens))
+    load = int(min_parallel) or None
+    return {
+        "lines": _plan.render_plan(whole, steps, int(tokens), load),
+        "shortfalls": _plan.rollout_shortfalls(steps, int(min_parallel), int(tokens)),
+    }
 
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -140,6 +140,26 @@ def test_the_shared_envelope_passes(bad_inventory: Callable[[dict[str, Any]], Pa
     (unreachable here), so the failures above come from the bad values, and contact would show in the recap."""
     run = playbook("-i", str(bad_inventory({})), "site.yml", timeout=300)
     assert "KV pool" in run.output, run.output[-3000:]
+    assert "rollout plan (one server at a time)" in run.output, run.output[-3000:]
     assert "PLAY [Deploy the SGLang engines]" in run.output
     assert run.recap().get("localhost", {}).get("failed") == 0, run.recap()
     assert run.recap().get("lab1", {}).get("unreachable") == 1, run.recap()
+
+
+def test_a_rollout_below_the_declared_minimum_stops_before_any_host(
+    bad_inventory: Callable[[dict[str, Any]], Path],
+) -> None:
+    """One decode engine: its restart is an outage, which a declared minimum of parallel calls refuses."""
+    run = playbook(
+        "-i", str(bad_inventory({})), "site.yml", *OUR_RULES_ONLY, "-e", "sglang_validate_rollout_min_parallel=1",
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode != 0, run.output[-3000:]
+    assert "lab1" not in run.recap(), run.recap()
+    assert "The rollout cannot keep the declared capacity; no host was touched" in run.output, run.output[-3000:]
+    for fragment in (
+        "decode on lab1: while it restarts the rest of the fleet carries nothing (an outage)",
+        "below sglang_validate_rollout_min_parallel=1",
+        "Fix: add a decode host",
+    ):
+        assert fragment in run.output, run.output[-3000:]

@@ -18,6 +18,7 @@ from sglang_envelope.sglang_plan import (
     plan,
     render_plan,
     rollout_plan,
+    rollout_shortfalls,
 )
 from sglang_envelope.sglang_validate import check_fleet
 
@@ -136,6 +137,12 @@ def test_rollout_plan_counts_what_is_left_while_each_server_is_out() -> None:
     lines = render_plan(whole, steps, 8192)
     assert lines[0].startswith(f"rollout plan (one server at a time): the fleet carries {whole} parallel calls")
     assert len(lines) == 1 + len(steps)
+    least = min(s.parallel_left for s in steps)
+    assert rollout_shortfalls(steps, least, 8192) == []
+    short = rollout_shortfalls(steps, least + 1, 8192)
+    assert len(short) == sum(s.parallel_left == least for s in steps) > 0, short
+    assert f"below sglang_validate_rollout_min_parallel={least + 1}" in short[0]
+    assert f"below the declared load of {least + 1}" in "\n".join(render_plan(whole, steps, 8192, least + 1))
 
 
 def test_rollout_plan_of_one_host_names_the_outage(production: tuple[Fleet, dict]) -> None:
