@@ -429,9 +429,8 @@ def files_to_write(files: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, 
     out = []
     for name, want in wanted.items():
         have = files.get(name) or {}
-        if not have.get("exists") or have.get("path") != want["path"] or have.get("sha1") != want["sha1"]:
-            out.append(name)
-        elif _meta_differs(have, want):
+        same_file = have.get("exists") and have.get("path") == want["path"] and have.get("sha1") == want["sha1"]
+        if not same_file or _meta_differs(have, want):
             out.append(name)
     return out
 
