@@ -18,6 +18,8 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # deployed inventory (make verify). Override to narrow: make test TEST_DIRS=tests/unit
 TEST_DIRS ?= $(filter-out tests/verify,$(sort $(patsubst %/,%,$(dir $(wildcard tests/*/test_*.py)))))
 PYTEST_ARGS ?=
+FAULT_DIRS := $(filter tests/faults,$(TEST_DIRS))
+ROLLOUT_DIRS := $(filter tests/lab,$(TEST_DIRS))
 SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
@@ -28,10 +30,13 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
 # lab inventory (inventories/lab).
-# LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge.
+# LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge;
+# LAB=lab2 the second single-host lab (inventories/lab2, host lab2), where make test injects its faults.
 LAB ?=
-LAB_INVENTORY := inventories/$(if $(filter multinode,$(LAB)),multinode-lab,lab)/hosts.yml
-LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,lab1)
+LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(if $(filter lab2,$(LAB)),lab2,lab))
+LAB_INVENTORY := inventories/$(LAB_DIR)/hosts.yml
+LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(if $(filter lab2,$(LAB)),lab2,lab1))
+FAULT_LAB_INVENTORY := inventories/lab2/hosts.yml
 LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
@@ -148,17 +153,35 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
-# The tests without the lab run beside the lab's, which mostly wait on it; their output follows the lab's.
-test: lint parser-venv ## Lint, pytest over TEST_DIRS (boots the lab: root), the rollout pass, verify, molecule test
+# Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab; the fault suite in
+# two shards, each on a single-host lab of its own (lab2, then the single-host rollout test there; lab3, then the
+# multi-host rollout test); and in the foreground the other lab tests on lab1, verify and molecule (which takes
+# lab1 down). The background passes' output follows, also kept in .cache/test-*.log. The single-host labs boot
+# first, one after the other (the first boot builds their shared rootfs).
+SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
+
+test: lint parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache
+	ansible-playbook -i $(LAB_INVENTORY) $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
+	  || { cat .cache/test-lab-up.log; exit 1; }
 	pytest -m 'not lab and not rollout' -p no:cacheprovider $(PYTEST_ARGS) $(TEST_DIRS) \
 	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
-	pytest -m 'lab and not rollout' $(PYTEST_ARGS) $(TEST_DIRS); lab=$$?; \
+	$(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') > .cache/test-lab2.log 2>&1 & lab2=$$!; \
+	$(call shard,2,inventories/lab3/hosts.yml,-k multinode) > .cache/test-lab3.log 2>&1 & lab3=$$!; \
+	pytest -m 'lab and not rollout and not faults' $(PYTEST_ARGS) $(TEST_DIRS) \
+	  && $(MAKE) --no-print-directory verify && $(MAKE) --no-print-directory molecule; lab=$$?; \
 	wait $$without; rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
-	[ $$lab -eq 0 ] && [ $$rest -eq 0 ]
-	$(MAKE) --no-print-directory test-rollout
-	$(MAKE) --no-print-directory verify
-	$(MAKE) --no-print-directory molecule
+	wait $$lab2; two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
+	wait $$lab3; three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; cat .cache/test-lab3.log; \
+	[ $$lab -eq 0 ] && [ $$rest -eq 0 ] && [ $$two -eq 0 ] && [ $$three -eq 0 ]
+
+# $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, that lab taken down, then the rollout
+# tests the -k expression selects.
+shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
+	  -p no:cacheprovider $(PYTEST_ARGS) $(FAULT_DIRS),true) \
+	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(PYTEST_ARGS) \
+	  $(ROLLOUT_DIRS) $(3),true) \
+	&& ansible-playbook -i $(2) playbooks/lab_down.yml >/dev/null; }
 
 test-rollout: venv ## Limit changes under load on the lab (tests marked rollout, a few minutes; root)
 	pytest -m rollout $(PYTEST_ARGS) tests/lab

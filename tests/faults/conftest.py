@@ -4,12 +4,29 @@ sources during the session cannot start a new release), and the table of fault x
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from faulttools import OUTCOMES, Outcome, facts, playbook
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """SGLANG_FAULT_SHARD=i/n keeps every n-th fault case from the i-th: `make test` runs the suite as two shards,
+    each on a lab of its own (SGLANG_LAB_INVENTORY), beside each other."""
+    shard = os.environ.get("SGLANG_FAULT_SHARD", "")
+    if not shard:
+        return
+    index, count = (int(part) for part in shard.split("/"))
+    if not 1 <= index <= count:
+        raise pytest.UsageError(f"SGLANG_FAULT_SHARD={shard}: expected i/n with 1 <= i <= n")
+    faults = [item for item in items if item.get_closest_marker("faults")]
+    left_out = [item for n, item in enumerate(faults) if n % count != index - 1]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.labtools import single_host_lab
+
 REPO = Path(__file__).resolve().parents[2]
-HOST = "lab1"
+INVENTORY, HOST = single_host_lab()
 KEY = "/var/lib/sglang-lab/id_ed25519"
 SERVERS = {"prefill": 30000, "decode": 30001, "router": 8000}
 UNITS = {role: f"sglang-dsv4-{role}" for role in SERVERS}
 FILES = ("/opt/sglang/bin", "/etc/sglang", "/etc/systemd/system")
-ENV = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+ENV = {
+    "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_INVENTORY": str(INVENTORY), "ANSIBLE_NOCOLOR": "1",
+    "ANSIBLE_FORCE_COLOR": "0",
+}  # fmt: skip
 RECAP = re.compile(r"^(?P<host>\S+)\s*:\s*ok=\d+\s+changed=(?P<changed>\d+)\s+unreachable=\d+\s+failed=(?P<failed>\d+)",
                    re.MULTILINE)  # fmt: skip
 

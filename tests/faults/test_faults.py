@@ -17,6 +17,8 @@ written; a release switch interrupted between the unpack and the link.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -25,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from faulttools import REPO, UNITS, Outcome, Run, after, backups, facts, metadata, playbook, sh, wait_serving
+from faulttools import HOST, REPO, UNITS, Outcome, Run, after, backups, facts, metadata, playbook, sh, wait_serving
 
 pytestmark = [pytest.mark.faults, pytest.mark.lab]
 
@@ -217,7 +219,22 @@ def drop_ssh(proc: subprocess.Popen[str]) -> None:
     """The network to the lab host fails for 20 s: sshd stops listening (its sessions live on, KillMode=process) and
     comes back by a timer; every SSH connection is cut where it enters the host's network (the socat carrying it)."""
     sh("systemd-run --on-active=20 systemctl start ssh.service && systemctl stop ssh.service")
-    subprocess.run(["pkill", "-KILL", "-f", "socat - TCP:127.0.0.1:22"], check=False)
+    for pid in proxies_into(HOST):
+        os.kill(pid, signal.SIGKILL)
+
+
+def proxies_into(host: str) -> list[int]:
+    """The socat processes carrying SSH into `host`'s network namespace (not those of another lab host)."""
+    netns = os.stat(f"/run/netns/{host}").st_ino
+    found = subprocess.run(["pgrep", "-f", "socat - TCP:127.0.0.1:22"], capture_output=True, text=True, check=False)
+    pids = []
+    for pid in map(int, found.stdout.split()):
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == netns:
+                pids.append(pid)
+        except FileNotFoundError:
+            continue
+    return pids
 
 
 def test_ssh_connection_dropped(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:

@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
 LAB_GROUP = "sglang_lab_hosts"
+# The suites that break or restart the whole single-host stack (tests/faults, the single-host rollout test) run on
+# the lab SGLANG_LAB_INVENTORY names, inventories/lab unless set: `make test` gives them a lab of their own
+# (inventories/lab2, lab3) so that they run beside the other lab tests.
+SINGLE_HOST_LAB = REPO / os.environ.get("SGLANG_LAB_INVENTORY", "inventories/lab/hosts.yml")
 
 _RECAP = re.compile(
     r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
@@ -74,3 +79,10 @@ def nspawn_pids(machine: str) -> list[int]:
         if argv and Path(argv[0].decode()).name == "systemd-nspawn" and f"--machine={machine}".encode() in argv:
             pids.append(int(proc.name))
     return pids
+
+
+def single_host_lab() -> tuple[Path, str]:
+    """The inventory SINGLE_HOST_LAB and its one lab host (which runs prefill, decode and router)."""
+    hosts = list(yaml.safe_load(SINGLE_HOST_LAB.read_text())["all"]["children"][LAB_GROUP]["hosts"])
+    assert len(hosts) == 1, f"{SINGLE_HOST_LAB}: expected one lab host, found {hosts}"
+    return SINGLE_HOST_LAB, hosts[0]

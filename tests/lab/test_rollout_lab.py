@@ -1,4 +1,5 @@
-"""Limit changes under load on the single-host lab (lab1 runs prefill, decode and router): six closed-loop clients
+"""Limit changes under load on the single-host lab (lab1, or the lab SGLANG_LAB_INVENTORY names, runs prefill, decode
+and router): six closed-loop clients
 of the load harness (bench/rollout_load.py) send /generate through the router while site.yml runs.
 
 - A router-only limit change restarts the router and no engine.
@@ -22,11 +23,11 @@ from typing import Any
 import pytest
 import testinfra.host
 import yaml
-from labtools import REPO, run_playbook
+from labtools import REPO, run_playbook, single_host_lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.rollout]
 
-LAB_HOST = "lab1"
+INVENTORY, LAB_HOST = single_host_lab()
 LAB_KEY = "lab-test-key-not-secret"
 ENGINES = ("sglang-dsv4-prefill", "sglang-dsv4-decode")
 
@@ -75,6 +76,8 @@ def under_load(tmp_path: Path, *playbook_args: str) -> tuple[subprocess.Complete
         str(report),
         "--",
         "ansible-playbook",
+        "-i",
+        str(INVENTORY),
         "site.yml",
         *playbook_args,
     ]
@@ -93,9 +96,9 @@ def under_load(tmp_path: Path, *playbook_args: str) -> tuple[subprocess.Complete
 def lab_host() -> testinfra.host.Host:
     from testinfra.utils.ansible_runner import AnsibleRunner
 
-    run_playbook("playbooks/lab.yml").check()
-    run_playbook("site.yml").check()
-    host = AnsibleRunner(str(REPO / "inventories/lab/hosts.yml")).get_host(LAB_HOST)
+    run_playbook("-i", str(INVENTORY), "playbooks/lab.yml").check()
+    run_playbook("-i", str(INVENTORY), "site.yml").check()
+    host = AnsibleRunner(str(INVENTORY)).get_host(LAB_HOST)
     assert host is not None
     return host
 
@@ -104,7 +107,8 @@ def test_limit_changes_under_load(lab_host: testinfra.host.Host, tmp_path: Path)
     try:
         # A router-only change: the router restarts, the engines do not.
         before = {u: started_at(lab_host, u) for u in ENGINES}
-        router_only = run_playbook("site.yml", "-e", f"@{lowered(tmp_path, decode=False)}").check()
+        router_change = f"@{lowered(tmp_path, decode=False)}"
+        router_only = run_playbook("-i", str(INVENTORY), "site.yml", "-e", router_change).check()
         assert {u: started_at(lab_host, u) for u in ENGINES} == before, router_only.output[-3000:]
         assert "rollout window:" not in router_only.output
 
@@ -116,11 +120,11 @@ def test_limit_changes_under_load(lab_host: testinfra.host.Host, tmp_path: Path)
         assert report["lost"] == 0, histogram
         assert set(histogram) <= {"200", "503 + Retry-After (no_available_workers)"}, histogram
         assert histogram.get("200", 0) > 100, histogram
-        assert "rollout window: sglang-dsv4-decode on lab1 was out of the router for" in done.stdout
+        assert f"rollout window: sglang-dsv4-decode on {LAB_HOST} was out of the router for" in done.stdout
         assert "lost 0 of" in done.stdout and "window:" in done.stdout
         decode = lab_host.run(
             f"curl -sf -H 'Authorization: Bearer {LAB_KEY}' http://127.0.0.1:30001/server_info"
         ).stdout
         assert json.loads(decode)["max_running_requests"] == 48
     finally:
-        run_playbook("site.yml").check()
+        run_playbook("-i", str(INVENTORY), "site.yml").check()

@@ -11,6 +11,12 @@ python=$3
 extras=$4
 shift 4
 mkdir -p "$(dirname "$dest")"
+# Two deploys from one checkout (two labs) may build the same release at once: the second waits and uses the first's.
+exec 9>"$(dirname "$dest")/.build.lock"
+flock 9
+if [[ -d $dest ]]; then
+  exit 0
+fi
 work=$(mktemp -d "$(dirname "$dest")/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/src"
@@ -22,5 +28,4 @@ fi
 # A fixed SOURCE_DATE_EPOCH makes the project wheel byte-identical for identical sources.
 SOURCE_DATE_EPOCH=315532800 "$python" -m pip wheel --disable-pip-version-check --quiet \
   --wheel-dir "$work/wheels" "$spec"
-rm -rf "$dest"
 mv "$work/wheels" "$dest"
