@@ -154,10 +154,11 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab; the fault suite in
-# two shards, each on a single-host lab of its own (lab2, then the single-host rollout test there; lab3, then the
-# multi-host rollout test); and in the foreground the other lab tests on lab1, verify and molecule (which takes
-# lab1 down). The background passes' output follows, also kept in .cache/test-*.log. The single-host labs boot
-# first, one after the other (the first boot builds their shared rootfs).
+# two shards, each on a single-host lab of its own (lab2, then the single-host rollout test there, then powered
+# off; lab3, then the multi-host rollout test and molecule there); and in the foreground the other lab tests on
+# lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own) and verify.
+# The background passes' output follows, also kept in .cache/test-*.log. The single-host labs boot first, one
+# after the other (the first boot builds their shared rootfs); lab1 stays up at the end, as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 
 test: lint parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
@@ -166,22 +167,25 @@ test: lint parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root)
 	  || { cat .cache/test-lab-up.log; exit 1; }
 	pytest -m 'not lab and not rollout' -p no:cacheprovider $(PYTEST_ARGS) $(TEST_DIRS) \
 	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
-	$(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') > .cache/test-lab2.log 2>&1 & lab2=$$!; \
-	$(call shard,2,inventories/lab3/hosts.yml,-k multinode) > .cache/test-lab3.log 2>&1 & lab3=$$!; \
-	pytest -m 'lab and not rollout and not faults' $(PYTEST_ARGS) $(TEST_DIRS) \
-	  && $(MAKE) --no-print-directory verify && $(MAKE) --no-print-directory molecule; lab=$$?; \
+	{ $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
+	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null; \
+	} > .cache/test-lab2.log 2>&1 & lab2=$$!; \
+	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
+	  && SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml $(MAKE) --no-print-directory molecule; \
+	} > .cache/test-lab3.log 2>&1 & lab3=$$!; \
+	SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(PYTEST_ARGS) $(TEST_DIRS) \
+	  && $(MAKE) --no-print-directory verify; lab=$$?; \
 	wait $$without; rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
 	wait $$lab2; two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
-	wait $$lab3; three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; cat .cache/test-lab3.log; \
+	wait $$lab3; three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout, molecule =="; cat .cache/test-lab3.log; \
 	[ $$lab -eq 0 ] && [ $$rest -eq 0 ] && [ $$two -eq 0 ] && [ $$three -eq 0 ]
 
-# $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, that lab taken down, then the rollout
-# tests the -k expression selects.
+# $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, then the rollout tests the -k expression
+# selects there.
 shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
 	  -p no:cacheprovider $(PYTEST_ARGS) $(FAULT_DIRS),true) \
 	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(PYTEST_ARGS) \
-	  $(ROLLOUT_DIRS) $(3),true) \
-	&& ansible-playbook -i $(2) playbooks/lab_down.yml >/dev/null; }
+	  $(ROLLOUT_DIRS) $(3),true); }
 
 test-rollout: venv ## Limit changes under load on the lab (tests marked rollout, a few minutes; root)
 	pytest -m rollout $(PYTEST_ARGS) tests/lab
@@ -189,5 +193,6 @@ test-rollout: venv ## Limit changes under load on the lab (tests marked rollout,
 verify: venv ## The verify suite against the deployed lab
 	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
 
+# SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml runs the scenario on another single-host lab (make test does).
 molecule: venv apt ## molecule test: destroy, create, converge, idempotence, verify, destroy (takes the lab down)
 	molecule test

@@ -79,18 +79,22 @@ def check_metadata() -> None:
 
 
 def check_recovery(pinned: tuple[str, ...], tmp_path: Path) -> str:
-    """A plain rerun of the same command (`pinned`: its extra arguments) converges; the next changes nothing."""
+    """A plain rerun of the same command (`pinned`: its extra arguments) converges; the next changes nothing (a rerun
+    that changed nothing, as after a rollback, is that next run itself)."""
     run = playbook("site.yml", *pinned)
     assert run.returncode == 0, f"the rerun failed:\n{run.tail()}"
-    again = playbook("site.yml", *pinned)
-    assert again.returncode == 0 and again.changed() == 0, f"not idempotent after the rerun:\n{again.tail()}"
+    seconds = f"{run.seconds:.0f} s"
+    if run.changed() > 0:
+        again = playbook("site.yml", *pinned)
+        assert again.returncode == 0 and again.changed() == 0, f"not idempotent after the rerun:\n{again.tail()}"
+        seconds = f"{run.seconds:.0f}+{again.seconds:.0f} s"
     audit_run, report = audit(tmp_path)
     assert audit_run.returncode == 0, f"audit not clean after the rerun: {report['summary']}\n{audit_run.tail()}"
     assert backups() == [], backups()
     assert not any("in_progress" in r for r in facts().values()), facts()
     assert sh("test -e /etc/ansible/facts.d/sglang_release.fact && echo left", check=False) == ""
     check_metadata()
-    return f"converged, changed=0 ({run.seconds:.0f}+{again.seconds:.0f} s)"
+    return f"converged, changed=0 ({seconds})"
 
 
 def check_rolled_back(run: Run, unit: str, why: str, outcome: Outcome, tmp_path: Path) -> None:
