@@ -10,8 +10,13 @@ python=$2
 requirement=$3
 shift 3
 mkdir -p "$(dirname "$dest")"
+# Deploys to several hosts or labs from one checkout may download at once: the others wait and use the first's.
+exec 9>"$(dirname "$dest")/.download.lock"
+flock 9
+if [[ -d $dest ]]; then
+  exit 0
+fi
 work=$(mktemp -d "$(dirname "$dest")/.download.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip download --disable-pip-version-check --quiet --dest "$work/wheels" "$@" "$requirement"
-rm -rf "$dest"
 mv "$work/wheels" "$dest"
