@@ -31,12 +31,12 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
 # lab inventory (inventories/lab).
 # LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge;
-# LAB=lab2 the second single-host lab (inventories/lab2, host lab2), where make test injects its faults.
+# LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults.
 LAB ?=
-LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(if $(filter lab2,$(LAB)),lab2,lab))
+SINGLE_HOST_LAB := $(filter lab2 lab3,$(LAB))
+LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(or $(SINGLE_HOST_LAB),lab))
 LAB_INVENTORY := inventories/$(LAB_DIR)/hosts.yml
-LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(if $(filter lab2,$(LAB)),lab2,lab1))
-FAULT_LAB_INVENTORY := inventories/lab2/hosts.yml
+LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(or $(SINGLE_HOST_LAB),lab1))
 LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
@@ -163,7 +163,7 @@ SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 
 test: lint parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache
-	ansible-playbook -i $(LAB_INVENTORY) $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
+	ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
 	  || { cat .cache/test-lab-up.log; exit 1; }
 	pytest -m 'not lab and not rollout' -p no:cacheprovider $(PYTEST_ARGS) $(TEST_DIRS) \
 	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
