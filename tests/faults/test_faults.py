@@ -16,6 +16,7 @@ written; a release switch interrupted between the unpack and the link.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -224,7 +225,8 @@ def drop_ssh(proc: subprocess.Popen[str]) -> None:
     comes back by a timer; every SSH connection is cut where it enters the host's network (the socat carrying it)."""
     sh("systemd-run --on-active=20 systemctl start ssh.service && systemctl stop ssh.service")
     for pid in proxies_into(HOST):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def proxies_into(host: str) -> list[int]:
