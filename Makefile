@@ -33,10 +33,10 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge;
 # LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults.
 LAB ?=
-SINGLE_HOST_LAB := $(filter lab2 lab3,$(LAB))
-LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(or $(SINGLE_HOST_LAB),lab))
+FURTHER_LAB := $(filter lab2 lab3,$(LAB))
+LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(or $(FURTHER_LAB),lab))
 LAB_INVENTORY := inventories/$(LAB_DIR)/hosts.yml
-LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(or $(SINGLE_HOST_LAB),lab1))
+LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(or $(FURTHER_LAB),lab1))
 LAB_STATE_DIR ?= /var/lib/sglang-lab
 LAB_ROUTER_PORT ?= 8000
 LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
