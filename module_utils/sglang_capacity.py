@@ -45,6 +45,12 @@ DSV4_SMALL_BATCH = 32  # PD decode reserves 2x extra request slots at or below t
 RESERVED_DECODE_TOKENS = 5  # max_req_input_len = max_req_len - 5
 
 
+def request_lengths(context_len: int, tokens: int) -> tuple[int, int]:
+    """SGLang's (max_req_len, max_req_input_len) for a context length and a KV pool of `tokens`."""
+    max_req_len = min(context_len - 1, tokens - 1)
+    return max_req_len, max_req_len - RESERVED_DECODE_TOKENS
+
+
 class CapacityError(ValueError):
     """Bad capacity input; the message names the field, the value and what to change."""
 
@@ -407,7 +413,7 @@ def resolve_engine(
     pool = size_pool(model_config, args, int(rest))
     context_len, tokens, swa_tokens = pool.context_len, pool.max_total_num_tokens, pool.swa_tokens
     per_token, fixed, running = pool.bytes_per_token, pool.fixed_bytes, pool.max_running_requests
-    max_req_len = min(context_len - 1, tokens - 1)
+    max_req_len, max_req_input_len = request_lengths(context_len, tokens)
     kv_bytes = int(tokens * per_token + fixed)
     memory = {
         "weight": round(weights / GIB, 2),
@@ -431,7 +437,7 @@ def resolve_engine(
         token_capacity_swa=swa_tokens or None,
         max_running_requests=running,
         max_req_len=max_req_len,
-        max_req_input_len=max_req_len - RESERVED_DECODE_TOKENS,
+        max_req_input_len=max_req_input_len,
         page_size=page,
         bytes_per_token=per_token,
         fixed_bytes=fixed,

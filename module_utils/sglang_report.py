@@ -20,6 +20,7 @@ try:
         EngineLimits,
         concurrency_table,
         default_context_lens,
+        request_lengths,
         requests_that_fit,
     )
 except ImportError:
@@ -28,6 +29,7 @@ except ImportError:
         EngineLimits,
         concurrency_table,
         default_context_lens,
+        request_lengths,
         requests_that_fit,
     )
 try:
@@ -140,10 +142,11 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
 def _live_limits(live: Mapping[str, Any], pool: int) -> EngineLimits:
     """The live engine as EngineLimits (only pool, context, page and running requests are known)."""
     context, page = int(live["context_length"]), int(live.get("page_size") or 1)
+    max_req_len, max_req_input_len = request_lengths(context, pool)
     return EngineLimits(
         resolved={}, context_len=context, max_total_num_tokens=pool, token_capacity_swa=None,
-        max_running_requests=int(live["max_running_requests"]), max_req_len=min(context - 1, pool - 1),
-        max_req_input_len=min(context - 1, pool - 1) - 5, page_size=page, bytes_per_token=0.0, fixed_bytes=0,
+        max_running_requests=int(live["max_running_requests"]), max_req_len=max_req_len,
+        max_req_input_len=max_req_input_len, page_size=page, bytes_per_token=0.0, fixed_bytes=0,
         weights_bytes=0, kv_budget_bytes=0, memory_usage={},
     )  # fmt: skip
 
