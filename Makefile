@@ -130,11 +130,15 @@ lab-ssh: ## Root shell on the lab host (LAB_HOST=lab1)
 lab-down: venv ## Power off the lab host(s) and delete their network namespaces (LAB=multinode: those five)
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab_down.yml
 
-lint: venv ## yamllint, ansible-lint, ruff, shellcheck
+# The Python that mypy checks (strict types are the rule there; make mutation counts a mutant mypy refuses as caught).
+TYPED := module_utils library
+
+lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
 	yamllint --strict .
 	ansible-lint
 	ruff check .
 	ruff format --check .
+	mypy $(TYPED)
 	shellcheck $(SHELL_SCRIPTS)
 
 # The quick target: no lab, no root. The deep check needs the parser venv (`make parser-venv`, once); without it
@@ -145,6 +149,7 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 	yamllint --strict .
 	ruff check .
 	ruff format --check .
+	mypy $(TYPED)
 	if command -v shellcheck >/dev/null; then shellcheck $(SHELL_SCRIPTS); else echo "check: shellcheck missing (make apt)"; fi
 	@mkdir -p .cache
 	@# ansible-lint (about a minute) runs beside pytest; its output follows the tests'.

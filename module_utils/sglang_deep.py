@@ -236,7 +236,7 @@ def problem(line: Line, result: Mapping[str, Any]) -> str | None:
         return None
     who = SMG if line.tool == "smg" else SGLANG
     what = "router" if line.role == "router" else f"{line.role} engine"
-    named = []
+    named: list[tuple[str, Any]] = []
     for culprit in result.get("culprits") or []:
         var, value = line.sources.get(culprit, (f"the rendered flag {culprit}", None))
         if all(var != seen for seen, _ in named):

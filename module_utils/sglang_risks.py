@@ -113,7 +113,7 @@ def _router_cap(state: FleetState) -> int | None:
     caps = [r.get("max_concurrent_requests") for r in state.routers]
     if not caps or any(c is None or int(c) <= 0 for c in caps):
         return None
-    return sum(int(c) for c in caps)
+    return sum(int(c) for c in caps if c is not None)
 
 
 def _decode_at(state: FleetState, tokens: int) -> int:

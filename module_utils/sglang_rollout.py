@@ -91,6 +91,7 @@ def poll(check: Callable[[], Any], timeout: float, interval: float, what: str) -
     started = time.monotonic()
     last: Any = None
     while True:
+        error: OSError | None
         try:
             last = check()
         except OSError as e:

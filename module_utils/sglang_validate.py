@@ -215,14 +215,14 @@ def check_engine(
         )
     wd = env.get("watchdog_timeout")
     errors += _range(var("watchdog_timeout"), wd, 1e-9, None, "must be > 0 seconds", "declare e.g. 600")
-    name = env.get("served_model_name")
-    if name and ":" in str(name):
+    served = env.get("served_model_name")
+    if served and ":" in str(served):
         errors.append(
             _msg(
                 var("served_model_name"),
-                name,
+                served,
                 "served_model_name cannot contain a colon (':') character; SGLang reserves it for 'model:adapter'",
-                f"declare {str(name).replace(':', '-')!r}",
+                f"declare {str(served).replace(':', '-')!r}",
             )
         )
     ratio = env.get("swa_full_tokens_ratio")
