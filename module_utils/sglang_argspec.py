@@ -54,7 +54,7 @@ def table_for(role: str) -> dict[str, Flag]:
 
 def did_you_mean(value: Any, candidates: Any) -> str:
     """` (did you mean X?)` for the closest candidate, or an empty string."""
-    near = difflib.get_close_matches(str(value), [str(c) for c in candidates], n=1, cutoff=0.6)
+    near = difflib.get_close_matches(str(value), [str(c) for c in candidates])  # best first
     return f" (did you mean {near[0]}?)" if near else ""
 
 

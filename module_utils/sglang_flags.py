@@ -59,11 +59,10 @@ def render_args(role: str, envelope: Mapping[str, Any]) -> list[str]:
     """Argv split into one `--flag value` group per line, shell-quoted, for a readable serve script."""
     lines: list[str] = []
     for token in to_argv(role, envelope):
-        quoted = token if token.startswith("${") else shlex.quote(token)
         if token.startswith("--") or not lines:
-            lines.append(quoted)
-        else:
-            lines[-1] += " " + (f'"{token}"' if token.startswith("${") else quoted)
+            lines.append(shlex.quote(token))
+        else:  # a value: an env reference stays expandable, anything else is quoted as it is
+            lines[-1] += " " + (f'"{token}"' if token.startswith("${") else shlex.quote(token))
     return lines
 
 
@@ -73,7 +72,7 @@ def _resolve(role: str, flag: str) -> Key | None:
     table = table_for(role)
     matches = {f.dest for f in table.values() for opt in f.options if opt == flag}
     if not matches:
-        matches = {f.dest for f in table.values() for opt in f.options if opt.startswith(flag) and len(flag) > 2}
+        matches = {f.dest for f in table.values() for opt in f.options if opt.startswith(flag)}
     if len(matches) != 1:
         return None
     key = BY_NAME.get(matches.pop())
@@ -149,5 +148,5 @@ def parse_script(text: str) -> list[str]:
     for line in joined.splitlines():
         stripped = line.strip()
         if stripped.startswith("exec "):
-            return shlex.split(stripped[len("exec ") :], posix=True)
+            return shlex.split(stripped[len("exec ") :])
     raise EnvelopeError("the serve script has no exec line; fix: redeploy it from the template")
