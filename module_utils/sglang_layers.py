@@ -74,7 +74,10 @@ def running_envelope(role: str, cmdline: bytes, environ: bytes) -> dict[str, Any
     if not any(token.startswith("--") for token in argv):
         return None
     envelope = from_argv(role, argv)
-    env = dict(item.partition("=")[::2] for item in split_nul(environ))
+    env: dict[str, str] = {}
+    for item in split_nul(environ):  # the first of a repeated name wins, as getenv(3) reads it
+        name, _, value = item.partition("=")
+        env.setdefault(name, value)
     if env:
         envelope.update({k: v for k, v in from_environ(role, env).items() if v is not None})
     return envelope
@@ -339,7 +342,10 @@ def _read_process(out: Layers, role: str, unit: str, host: HostFiles, ticks: int
         out.running, out.running_source = running, "proc"
         return
     if changed or started is None or out.on_disk is None:
-        why = f"{', '.join(changed)} changed after the process started" if changed else "start time unknown"
+        if changed:
+            why = f"{', '.join(changed)} changed after the process started"
+        else:
+            why = "start time unknown" if started is None else "no files to read the values from"
         out.notes.append(f"the process title is rewritten (no argv in /proc/{pid}/cmdline) and {why}")
         return
     out.running, out.running_source = dict(out.on_disk), "files"
