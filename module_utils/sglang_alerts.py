@@ -85,12 +85,24 @@ class Policy:
                 f"sglang_monitoring_kv_usage_warning={policy.kv_usage_warning} must stay below "
                 f"sglang_monitoring_kv_usage_critical={policy.kv_usage_critical}; fix: lower the warning"
             )
-        if policy.availability_slo is not None and not 0 < policy.availability_slo < 1:
+        slo = policy.availability_slo
+        if slo is not None and not 0 < slo < 1:
+            raise MonitoringError(f"sglang_monitoring_availability_slo={slo!r}: must lie in (0, 1); fix: e.g. 0.995")
+        fastest = BURN_WINDOWS[0][3]
+        if slo is not None and fastest * (1 - slo) >= 1:
             raise MonitoringError(
-                f"sglang_monitoring_availability_slo={policy.availability_slo!r}: must lie in (0, 1); fix: e.g. 0.995"
+                f"sglang_monitoring_availability_slo={slo!r}: the {BURN_WINDOWS[0][1]} page fires at {fastest}x the "
+                f"error budget, an error ratio of {_num(round(fastest * (1 - slo), 6))}: above 1, it can never fire; "
+                f"fix: declare more than {_num(round(1 - 1 / fastest, 4))}"
             )
-        if policy.ttft_p99_slo_s is not None and not policy.ttft_p99_slo_s > 0:
-            raise MonitoringError(f"sglang_monitoring_ttft_p99_slo_s={policy.ttft_p99_slo_s!r}: must be > 0 seconds")
+        ttft = policy.ttft_p99_slo_s
+        low, high = float(TTFT_TEST_BUCKETS[0]), float(TTFT_TEST_BUCKETS[-1])
+        if ttft is not None and not low <= ttft < high:
+            raise MonitoringError(
+                f"sglang_monitoring_ttft_p99_slo_s={ttft!r}: must be from {_num(low)} to under {_num(high)} seconds, "
+                "the span of the TTFT buckets the alert is tested with (below it no bucket lies under the SLO; from "
+                f"{_num(high)} on the p99 of the last bucket reads as {_num(high)}); fix: e.g. 2"
+            )
         if not isinstance(policy.drift_period_s, int) or policy.drift_period_s < 1:
             raise MonitoringError(f"sglang_monitoring_drift_period_s={policy.drift_period_s!r}: must be an int >= 1")
         return policy
@@ -565,8 +577,8 @@ def _burn_alerts(s: str, sel: str, slo: float) -> list[Alert]:
         bad = (
             f'smg_http_responses_total{sel[:-1]},path="/generate",status_code="503",error_code="no_available_workers"}}'
         )
-        # Errors at twice the alert's burn rate fire; at half of it they do not.
-        hot = max(1, math.ceil(1000 * factor * budget * 2))
+        # Errors at twice the alert's burn rate (or every request) fire; at half of it they do not.
+        hot = min(1000, max(1, math.ceil(1000 * factor * budget * 2)))  # at most every request fails
         cold = math.floor(1000 * factor * budget / 2)
         alerts.append(
             Alert(

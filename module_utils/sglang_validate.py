@@ -201,9 +201,16 @@ def check_engine(
     )
     for name in positive:
         errors += _range(var(name), env.get(name), 1, None, "must be >= 1", f"declare a positive {name} or remove it")
-    errors += _range(
-        var("base_gpu_id"), env.get("base_gpu_id"), 0, None, "base_gpu_id must be non-negative (SGLang)", "remove it"
-    )
+    base = next(
+        (
+            d[k]
+            for d in (hostvars.get(f"sglang_{role}") or {}, hostvars.get("sglang_engine_common") or {})
+            for k in d
+            if k == "base_gpu_id"
+        ),
+        None,
+    )  # declared; otherwise the engine envelope derives it from gpu_ids, whose own checks name them
+    errors += _range(var("base_gpu_id"), base, 0, None, "base_gpu_id must be non-negative (SGLang)", "remove it")
     if env.get("chunked_prefill_size") == 0 or (env.get("chunked_prefill_size") or 0) < -1:
         errors.append(
             _msg(
@@ -271,15 +278,6 @@ def check_engine(
                 "declare contiguous GPU ids",
             )
         )
-    base = next(
-        (
-            d[k]
-            for d in (hostvars.get(f"sglang_{role}") or {}, hostvars.get("sglang_engine_common") or {})
-            for k in d
-            if k == "base_gpu_id"
-        ),
-        None,
-    )
     if base is not None and gpu_ids and int(base) != min(gpu_ids):
         errors.append(
             _msg(
@@ -289,7 +287,7 @@ def check_engine(
                 "remove base_gpu_id (it is derived from gpu_ids) or make them agree",
             )
         )
-    if per_host is not None and any(g < 0 or g >= int(per_host) for g in gpu_ids):
+    if per_host is not None and int(per_host) >= 1 and any(g < 0 or g >= int(per_host) for g in gpu_ids):
         errors.append(
             _msg(
                 var("gpu_ids"),
@@ -298,6 +296,8 @@ def check_engine(
                 "use GPU ids that exist on the host",
             )
         )
+    elif per_host is None and any(g < 0 for g in gpu_ids):
+        errors.append(_msg(var("gpu_ids"), gpu_ids, "GPU ids are >= 0", "use GPU ids that exist on the host"))
     mfs = env.get("mem_fraction_static")
     if mfs is not None and not 0 < float(mfs) < 1:
         errors.append(_msg(var("mem_fraction_static"), mfs, "must be in (0, 1)", "use e.g. 0.83"))
@@ -378,7 +378,7 @@ def check_engine(
     params_b, quantization = model_facts(hostvars, model_config)
     model = {"params_b": params_b, "quantization": quantization}
     gib = float(hostvars.get("sglang_gpu_memory_gib") or 0)
-    if not errors and params_b and quantization:
+    if not errors and params_b and quantization and gib > 0:  # host_problems names a missing GPU memory
         try:
             weights = weights_bytes_per_gpu(float(params_b), str(quantization), tp)
         except CapacityError:
@@ -403,7 +403,7 @@ def check_engine(
                     "check that params_b is in billions and quantization is right, or spread the model over more GPUs",
                 )
             )
-    if errors:
+    if errors or gib <= 0:
         return errors, None
     try:
         limits = engine_limits(model_config, env, hostvars)
@@ -497,7 +497,9 @@ def check_router(host: str, env: Mapping[str, Any], decode_running: int, context
     errors += _port(var("prometheus_port"), env.get("prometheus_port"), False, "")
     mcr = env.get("max_concurrent_requests")
     if mcr is None or int(mcr) < 1:
-        meaning = {None: "unset means -1", -1: "-1 means", 0: "0 means no limit:"}.get(mcr, "a negative value means")
+        meaning = {None: "unset means -1, which means", -1: "-1 means", 0: "0 means no limit:"}.get(
+            mcr, "a negative value means"
+        )
         errors.append(
             _msg(
                 var("max_concurrent_requests"),
