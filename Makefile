@@ -93,8 +93,8 @@ mutation: venv ## Mutation testing of module_utils/ with the unit suites: kill r
 	$(BIN)/python bench/mutation_report.py
 
 mutation-recheck: venv ## Rerun the survivors and untested mutants of the last mutation run (after adding tests)
-	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $$($(BIN)/python bench/mutation_report.py --unkilled) \
-	  > mutants.log 2>&1 || true
+	$(BIN)/python bench/mutation_report.py --forget-unkilled
+	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) > mutants.log 2>&1 || true
 	$(BIN)/python bench/mutation_report.py
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)

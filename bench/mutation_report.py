@@ -6,7 +6,8 @@ function). The kill rate is killed / (killed + survived + no tests) over the mut
 unchecked are counted apart. Survivors listed in bench/mutation_equivalent.yml, each with the reason no test can
 tell it from the original, are marked equivalent; every other survivor is a gap and is printed by name.
 
-`--unkilled` prints the names of the survivors and untested mutants instead (make mutation-recheck reruns them).
+`--forget-unkilled` clears the results of the survivors and untested mutants, so that the next `mutmut run`
+evaluates them again with the tests as they are now (make mutation-recheck).
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ def results(root: Path) -> dict[str, str]:
     return out
 
 
+def forget_unkilled(root: Path) -> int:
+    """Mark every survivor and untested mutant as not checked (mutmut's meta files); returns how many."""
+    cleared = 0
+    for meta in sorted(root.rglob("*.py.meta")):
+        data = json.loads(meta.read_text())
+        codes = data.get("exit_code_by_key", {})
+        for name, code in codes.items():
+            if status_by_exit_code[code] in ("survived", "no tests"):
+                codes[name] = None
+                cleared += 1
+        meta.write_text(json.dumps(data, indent=4))
+    return cleared
+
+
 def module_of(name: str) -> str:
     return name.split(".x_")[0].split(".xǁ")[0]
 
@@ -47,12 +62,12 @@ def equivalents() -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--unkilled", action="store_true", help="print the survivors' and untested mutants' names")
+    parser.add_argument("--forget-unkilled", action="store_true", help="clear the survivors' and untested results")
     args = parser.parse_args()
-    ran = results(REPO / "mutants")
-    if args.unkilled:
-        print(" ".join(sorted(n for n, s in ran.items() if s in ("survived", "no tests"))))
+    if args.forget_unkilled:
+        print(f"{forget_unkilled(REPO / 'mutants')} results of survivors and untested mutants cleared")
         return 0
+    ran = results(REPO / "mutants")
     if not ran:
         print("no mutant was run: make mutation first")
         return 1
