@@ -156,6 +156,15 @@ def cache_key(line: Line, python: str, files_dir: Path, model_config: bytes) -> 
     return digest.hexdigest()
 
 
+def _read_cached(path: Path) -> dict[str, Any] | None:
+    """A cached result, or None when there is none or it cannot be read (the line is then checked again)."""
+    try:
+        hit = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return hit if isinstance(hit, dict) else None
+
+
 def run_checkers(
     lines: list[Line],
     sglang_python: str | None,
@@ -179,8 +188,9 @@ def run_checkers(
             continue
         keys[i] = cache_key(line, python, files_dir, model_config)
         cached = cache_dir / f"{keys[i]}.json" if cache_dir else None
-        if cached is not None and cached.is_file():
-            results[i] = {**json.loads(cached.read_text()), "cached": True}
+        hit = _read_cached(cached) if cached is not None else None
+        if hit is not None:
+            results[i] = {**hit, "cached": True}
         else:
             pending[line.tool].append(i)
     # Both start at once; each reads its cases only after its imports, so answering smg first costs nothing.
@@ -252,6 +262,13 @@ def problem(line: Line, result: Mapping[str, Any]) -> str | None:
     )
 
 
+def _imports_smg(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "import smg.launch_router"], capture_output=True).returncode == 0
+    except OSError:  # no such python, or not executable
+        return False
+
+
 def resolve_pythons(settings: Mapping[str, Any]) -> tuple[str | None, str | None, list[str]]:
     """The parser-venv and smg pythons to use under `mode` (auto|true|false), and the warnings for skips."""
     mode = str(settings.get("mode", "auto")).lower()
@@ -266,7 +283,7 @@ def resolve_pythons(settings: Mapping[str, Any]) -> tuple[str | None, str | None
             "fix: run `make parser-venv`"
         )
         parser = ""
-    if smg and subprocess.run([smg, "-c", "import smg.launch_router"], capture_output=True).returncode != 0:
+    if smg and not _imports_smg(smg):
         warnings.append(
             f"the deep check of the router command lines is skipped: {smg} cannot import smg; "
             "fix: run `make venv` (requirements/dev.txt installs smg==1.13.0)"
