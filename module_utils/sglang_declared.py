@@ -82,10 +82,20 @@ def local_address(listen: Any) -> str:
     return "127.0.0.1" if str(listen or "0.0.0.0") in WILDCARDS else str(listen)
 
 
+def http_url(address: Any, port: Any) -> str:
+    """`http://address:port`, an IPv6 address in brackets (RFC 3986)."""
+    text = str(address)
+    return f"http://[{text}]:{port}" if ":" in text and not text.startswith("[") else f"http://{text}:{port}"
+
+
+def local_url(listen: Any, port: Any) -> str:
+    """The URL a process on the same host reaches a server bound to `listen` and `port` at."""
+    return http_url(local_address(listen), port)
+
+
 def engine_url(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
     """How the router and the audit reach an engine: sglang_advertise_host, else the inventory host name."""
-    address = hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host
-    return f"http://{address}:{envelope['port']}"
+    return http_url(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host, envelope["port"])
 
 
 def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> dict[str, Any]:

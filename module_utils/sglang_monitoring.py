@@ -10,10 +10,10 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
-    from ansible.module_utils.sglang_declared import local_address
+    from ansible.module_utils.sglang_declared import local_url
 except ImportError:
     from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
-    from .sglang_declared import local_address
+    from .sglang_declared import local_url
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def exporter_servers(
                 "server": e.server,
                 "role": e.role,
                 "name": host,
-                "endpoint": f"http://{local_address(e.declared.get('host'))}:{e.declared['port']}",
+                "endpoint": local_url(e.declared.get("host"), e.declared["port"]),
                 "declared": {**e.declared, **({"api_key": api_key_marker} if api_key_marker else {})},
                 "model": model_inputs(hostvars, model_config),
             }

@@ -112,9 +112,9 @@ def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str,
     return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
 
 
-def local_address(listen: Any) -> str:
-    """The address a process on the same host uses for a server bound to `listen`."""
-    return str(_declared.local_address(listen))
+def local_url(listen: Any, port: Any) -> str:
+    """The URL a process on the same host reaches a server bound to `listen` and `port` at (module_utils)."""
+    return str(_declared.local_url(listen, port))
 
 
 def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
@@ -398,7 +398,7 @@ class FilterModule:
             "sglang_environ": environ,
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,
-            "sglang_local_address": local_address,
+            "sglang_local_url": local_url,
             "sglang_files_to_write": files_to_write,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,
