@@ -46,7 +46,8 @@ def model_inputs(name: str) -> dict[str, Any]:
 
 def load_library(name: str) -> ModuleType:
     """Import library/<name>.py as a module (it is a script, not a package member)."""
-    spec = importlib.util.spec_from_file_location(f"library_{name}", REPO / "library" / f"{name}.py")
+    # Named by its path (library.<name>), as mutation testing names the functions it mutates there.
+    spec = importlib.util.spec_from_file_location(f"library.{name}", REPO / "library" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
