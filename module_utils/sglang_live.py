@@ -10,6 +10,7 @@ parsed and never kept, returned or quoted in an error.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -134,6 +135,8 @@ class UrllibTransport:
             return Reply(exc.code, exc.read() or b"")
         except (urllib.error.URLError, OSError) as exc:
             raise classify(exc) from None
+        except http.client.HTTPException as exc:  # another protocol on the port, or an answer cut short
+            raise TransportError("malformed", f"not a whole HTTP answer ({type(exc).__name__})") from None
 
 
 # ---------------------------------------------------------------- fetching

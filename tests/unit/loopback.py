@@ -4,6 +4,7 @@ never answers, and a port where nothing listens. Each lives only inside its `wit
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,8 +15,10 @@ Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, bytes]]
 
 
 @contextmanager
-def http_server(handle: Handler) -> Iterator[str]:
-    """An HTTP server on a free loopback port answering with `handle`; yields its base URL."""
+def http_server(handle: Handler, tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """An HTTP server on a free loopback port answering with `handle`; yields its base URL.
+
+    With `tls` (a server-side context holding a certificate) it speaks HTTPS and the URL is https://."""
 
     class Answer(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -37,10 +40,12 @@ def http_server(handle: Handler) -> Iterator[str]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
