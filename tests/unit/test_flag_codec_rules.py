@@ -77,6 +77,7 @@ def test_script_lines_group_each_flag_with_its_quoted_values() -> None:
         ("decode", ["--p", "30001"], {}),
         ("decode", ["--", "4"], {}),
         ("decode", ["--enable-dp-attention", "--tp-size", "4"], {"tp_size": 4}),
+        ("decode", ["--enable-metrics", "--tp-size", "4"], {"enable_metrics": True, "tp_size": 4}),
         ("decode", ["--unknown", "7", "--port", "30001"], {"port": 30001}),
         ("decode", ["--disaggregation-bootstrap-port", "8998"], {}),
         ("prefill", ["--disaggregation-bootstrap-port", "8998"], {"disaggregation_bootstrap_port": 8998}),
@@ -91,7 +92,7 @@ def test_script_lines_group_each_flag_with_its_quoted_values() -> None:
     ],
     ids=[
         "inline-value", "abbreviation", "unique-prefix", "ambiguous-prefix", "bare-dashes", "unknown-switch",
-        "unknown-flag-then-known", "other-role's-flag", "own-role's-flag", "list-at-end", "inline-list",
+        "switch-then-flag", "unknown-flag-then-known", "other-role's-flag", "own-role's-flag", "list-at-end", "inline-list",
         "list-then-switch", "size-suffix", "float", "secret", "router", "engine-flag-on-router",
     ],
 )  # fmt: skip
@@ -124,9 +125,18 @@ def test_env_file_lines() -> None:
             'QUOTED="a b"',
             "SINGLE='c'",
             "EQUALS=x=y",
+            'CPU="Xeon X"',
+            "MODEL='Xs'",
         ]
     )
-    assert parse_env_file(text) == {"SGLANG_DSV4_BF16_INDEX_K": "1", "QUOTED": "a b", "SINGLE": "c", "EQUALS": "x=y"}
+    assert parse_env_file(text) == {
+        "SGLANG_DSV4_BF16_INDEX_K": "1",
+        "QUOTED": "a b",
+        "SINGLE": "c",
+        "EQUALS": "x=y",
+        "CPU": "Xeon X",
+        "MODEL": "Xs",
+    }
 
 
 def test_the_exec_line_is_split_as_a_shell_would() -> None:
