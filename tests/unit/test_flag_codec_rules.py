@@ -92,8 +92,8 @@ def test_script_lines_group_each_flag_with_its_quoted_values() -> None:
     ],
     ids=[
         "inline-value", "abbreviation", "unique-prefix", "ambiguous-prefix", "bare-dashes", "unknown-switch",
-        "switch-then-flag", "unknown-flag-then-known", "other-role's-flag", "own-role's-flag", "list-at-end", "inline-list",
-        "list-then-switch", "size-suffix", "float", "secret", "router", "engine-flag-on-router",
+        "switch-then-flag", "unknown-flag-then-known", "other-role's-flag", "own-role's-flag", "list-at-end",
+        "inline-list", "list-then-switch", "size-suffix", "float", "secret", "router", "engine-flag-on-router",
     ],
 )  # fmt: skip
 def test_argv_is_read_as_the_role_parser_reads_it(role: str, argv: list[str], expected: dict[str, Any]) -> None:
