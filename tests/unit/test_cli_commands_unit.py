@@ -13,17 +13,10 @@ from typing import Any
 import pytest
 import sglang_envelope.sglang_cli as cli
 from sglang_envelope.sglang_schema import EnvelopeError
+from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 Inventory = tuple[dict[str, dict[str, Any]], dict[str, list[str]]]
-_RESOLVED: dict[str, Inventory] = {}
-
-
-def resolved(name: str) -> Inventory:
-    """(hostvars, groups) of inventories/<name> as ansible-inventory resolves them (a fresh copy each call)."""
-    if name not in _RESOLVED:
-        _RESOLVED[name] = cli.load_inventory(str(REPO / "inventories" / name))
-    return copy.deepcopy(_RESOLVED[name])
 
 
 @pytest.fixture
@@ -159,7 +152,6 @@ PROD = "inventories/production"
 def test_load_inventory_groups_and_hostvars(name: str, groups: dict[str, list[str]]) -> None:
     """Groups list their hosts, children included, sorted; every host has its merged group_vars."""
     hostvars, found = cli.load_inventory(str(REPO / "inventories" / name))
-    _RESOLVED.setdefault(name, copy.deepcopy((hostvars, found)))
     assert found == groups
     assert sorted(hostvars) == groups["all"]
     for hv in hostvars.values():
@@ -173,7 +165,6 @@ def test_load_inventory_groups_and_hostvars(name: str, groups: dict[str, list[st
 def test_load_inventory_of_a_hosts_file() -> None:
     """An inventory file resolves like its directory: the lab's one host in every group, with its group_vars."""
     hostvars, groups = cli.load_inventory(str(REPO / "inventories" / "lab" / "hosts.yml"))
-    _RESOLVED.setdefault("lab", copy.deepcopy((hostvars, groups)))
     assert groups == {
         "all": ["lab1"],
         "sglang_decode": ["lab1"],
@@ -229,7 +220,7 @@ def test_model_config_for_unknown_model(hostvars: dict[str, Any], shown: str, pa
 
 def test_fleet_capacity_of_production() -> None:
     """One entry per engine, prefill first; the live limits carry the bf16 index keys; the router caps at 64."""
-    entries = cli.fleet_capacity(*resolved("production"))
+    entries = cli.fleet_capacity(*shipped_inventory("production"))
     summary = [
         (
             e["host"],
@@ -256,7 +247,7 @@ def test_fleet_capacity_of_production() -> None:
 def test_fleet_capacity_with_fp8_index_keys_and_no_router_bound() -> None:
     """bf16_index_k off: the live pool is the fp8 one (nothing lost); a router without max_concurrent_requests
     bounds nothing, so max_running_requests binds."""
-    inv = with_var(resolved("production"), "gpu-node-01", "sglang_engine_common", bf16_index_k=False)
+    inv = with_var(shipped_inventory("production"), "gpu-node-01", "sglang_engine_common", bf16_index_k=False)
     inv[0]["gpu-node-01"]["sglang_router"].pop("max_concurrent_requests")
     entries = cli.fleet_capacity(*inv)
     assert [(e["router_cap"], e["bf16_index_k"]) for e in entries] == [(None, False), (None, False)]
@@ -283,12 +274,14 @@ def test_fleet_capacity_with_fp8_index_keys_and_no_router_bound() -> None:
 
 def test_fleet_capacity_router_cap_sums_routers() -> None:
     """Two routers (64 + 32) admit 96 between them; with no router group nothing is capped."""
-    hostvars, groups = resolved("production")
+    hostvars, groups = shipped_inventory("production")
     hostvars["r2"] = copy.deepcopy(hostvars["gpu-node-01"])
     hostvars["r2"]["sglang_router"]["max_concurrent_requests"] = 32
     groups["sglang_router"] = ["gpu-node-01", "r2"]
     assert [e["router_cap"] for e in cli.fleet_capacity(hostvars, groups)] == [96, 96]
-    assert [e["router_cap"] for e in cli.fleet_capacity(*without_groups(resolved("production"), "sglang_router"))] == [
+    assert [
+        e["router_cap"] for e in cli.fleet_capacity(*without_groups(shipped_inventory("production"), "sglang_router"))
+    ] == [
         None,
         None,
     ]
@@ -297,11 +290,11 @@ def test_fleet_capacity_router_cap_sums_routers() -> None:
 def test_fleet_capacity_uses_declared_model_size_and_gpu_memory() -> None:
     """sglang_model.params_b/quantization set the weights (142e9 x (1 + 4/128^2) bytes / tp 4), and
     sglang_gpu_memory_gib the memory, of each engine."""
-    inv = with_var(resolved("production"), "gpu-node-01", "sglang_model", params_b=142, quantization="fp8")
+    inv = with_var(shipped_inventory("production"), "gpu-node-01", "sglang_model", params_b=142, quantization="fp8")
     entries = cli.fleet_capacity(*inv)
     assert [e["limits"].weights_bytes for e in entries] == [35508666992, 35508666992]
     assert [e["limits"].max_total_num_tokens for e in entries] == [10213120, 11444736]
-    hostvars, groups = resolved("production")
+    hostvars, groups = shipped_inventory("production")
     hostvars["gpu-node-01"]["sglang_gpu_memory_gib"] = 80
     assert [e["limits"].max_total_num_tokens for e in cli.fleet_capacity(hostvars, groups)] == [3324928, 4133376]
 
@@ -311,18 +304,18 @@ def test_fleet_capacity_uses_declared_model_size_and_gpu_memory() -> None:
 
 def test_risk_section_of_production() -> None:
     """The declared-value risks of production, indented under their heading."""
-    assert cli.risk_section(*resolved("production")) == RISKS
+    assert cli.risk_section(*shipped_inventory("production")) == RISKS
 
 
 def test_risk_section_without_engines_is_empty() -> None:
     """An inventory without engine hosts has no risk section."""
-    hostvars, _ = resolved("production")
+    hostvars, _ = shipped_inventory("production")
     assert cli.risk_section(hostvars, {"sglang_router": ["gpu-node-01"]}) == ""
 
 
 def test_risk_section_none_found() -> None:
     """A fleet whose router admits only what the decode fleet holds (3 x 21 = 63) has no risk."""
-    hostvars, groups = resolved("multinode")
+    hostvars, groups = shipped_inventory("multinode")
     for hv in hostvars.values():
         hv["sglang_router"]["max_concurrent_requests"] = 63
     assert cli.risk_section(hostvars, groups) == "## Risks (from the declared values)\n\n    none found\n"
@@ -330,7 +323,7 @@ def test_risk_section_none_found() -> None:
 
 def test_risk_section_of_a_decode_only_fleet() -> None:
     """Without prefill hosts the risks are still judged on the decode engines."""
-    text = cli.risk_section(*without_groups(resolved("multinode"), "sglang_prefill"))
+    text = cli.risk_section(*without_groups(shipped_inventory("multinode"), "sglang_prefill"))
     assert text.startswith(
         "## Risks (from the declared values)\n\n    warn: router_admits_beyond_full_context: the router admits 192"
     )
@@ -344,7 +337,7 @@ def test_capacity_prints_tables_and_writes_report(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """Tables per engine, then the risks, then where the report went; capacity.md and one chart per engine."""
-    inventories({PROD: resolved("production")})
+    inventories({PROD: shipped_inventory("production")})
     rc, out, err = run(capsys, "capacity", flag, PROD, "--out", str(tmp_path))
     assert (rc, err) == (0, "")
     assert out == f"{PREFILL_TABLE}\n{DECODE_TABLE}\n{RISKS}\ntable and charts written to {tmp_path}\n"
@@ -371,7 +364,7 @@ def test_capacity_default_report_dir(
     """Without --out the report goes to reports/capacity-<inventory name>/ of the repository."""
     (tmp_path / "models").symlink_to(REPO / "models")
     monkeypatch.setattr(cli, "REPO", tmp_path)
-    inventories({PROD: resolved("production")})
+    inventories({PROD: shipped_inventory("production")})
     rc, out, _ = run(capsys, "capacity", "-i", PROD)
     target = tmp_path / "reports" / "capacity-production"
     assert rc == 0 and out.endswith(f"\ntable and charts written to {target}\n")
@@ -386,7 +379,7 @@ def test_capacity_without_risks_and_without_router(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """Multinode with the router at 63 has no risk; its charts are named per host and role."""
-    hostvars, groups = resolved("multinode")
+    hostvars, groups = shipped_inventory("multinode")
     for hv in hostvars.values():
         hv["sglang_router"]["max_concurrent_requests"] = 63
     inventories({"mn": (hostvars, groups)})
@@ -412,7 +405,7 @@ def test_capacity_error_is_reported_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """A model without a config: exit 2, the error on stderr, no report written."""
-    inventories({"bad": with_var(resolved("production"), "gpu-node-01", "sglang_model", name="nope")})
+    inventories({"bad": with_var(shipped_inventory("production"), "gpu-node-01", "sglang_model", name="nope")})
     rc, out, err = run(capsys, "capacity", "-i", "bad", "--out", str(tmp_path / "out"))
     missing = cli.REPO / "models" / "nope" / "config.json"
     assert (rc, out) == (2, "")
@@ -440,7 +433,7 @@ PLAN_4K = (
 @pytest.mark.parametrize("flag", ["--inventory", "-i"])
 def test_plan_prints_each_shape_then_the_risks(flag: str, capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
     """README's example: 55 of 100 calls at 200k fit today; each --want is planned in order, risks last."""
-    inventories({PROD: resolved("production")})
+    inventories({PROD: shipped_inventory("production")})
     rc, out, err = run(capsys, "plan", flag, PROD, "--want", "100x200k", "--want", "10x4k")
     assert (rc, err) == (0, "")
     assert out.startswith(PLAN_200K_HEAD)
@@ -449,7 +442,7 @@ def test_plan_prints_each_shape_then_the_risks(flag: str, capsys: pytest.Capture
 
 def test_plan_of_a_decode_only_fleet(capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
     """Without prefill hosts the plan reads the model from the first decode host."""
-    inventories({"mn": without_groups(resolved("multinode"), "sglang_prefill")})
+    inventories({"mn": without_groups(shipped_inventory("multinode"), "sglang_prefill")})
     rc, out, _ = run(capsys, "plan", "-i", "mn", "--want", "10x4k")
     assert rc == 0
     assert out.startswith(
@@ -480,7 +473,7 @@ def test_plan_errors(
     inventory: str, wants: list[str], message: str, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """Bad shapes and fleets the planner cannot read exit 2 with the reason on stderr."""
-    prod = resolved("production")
+    prod = shipped_inventory("production")
     inventories(
         {
             "prod": prod,
@@ -563,13 +556,15 @@ def test_check_request(
     inventory: str, argv: list[str], rc: int, out: str, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """The verdict line, and exit 1 only when the server answers an HTTP error."""
-    inventories({inventory: resolved(inventory)})
+    inventories({inventory: shipped_inventory(inventory)})
     assert run(capsys, "check-request", "--inventory", inventory, *argv) == (rc, out, "")
 
 
 def test_check_request_payload_limit(capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
     """A router max_payload_size below the body size: smg's 413, exit 1."""
-    inventories({"small": with_var(resolved("production"), "gpu-node-01", "sglang_router", max_payload_size=1000)})
+    inventories(
+        {"small": with_var(shipped_inventory("production"), "gpu-node-01", "sglang_router", max_payload_size=1000)}
+    )
     rc, out, _ = run(capsys, "check-request", "-i", "small", "--input-tokens", "1000", "--max-new-tokens", "10")
     assert rc == 1
     assert out == (
@@ -580,7 +575,7 @@ def test_check_request_payload_limit(capsys: pytest.CaptureFixture[str], invento
 
 def test_check_request_without_router(capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
     """No router host: no router bound, and smg's default queue of 100."""
-    inventories({"norouter": without_groups(resolved("production"), "sglang_router")})
+    inventories({"norouter": without_groups(shipped_inventory("production"), "sglang_router")})
     rc, out, _ = run(capsys, "check-request", "-i", "norouter", "--input-tokens", "1000", "--max-new-tokens", "10")
     assert (rc, out) == (0, f"1000 input + 10 new tokens: admitted: 64 like it run at once; the next 100 {QUEUE}")
 
@@ -598,7 +593,7 @@ def test_check_request_without_router(capsys: pytest.CaptureFixture[str], invent
 )
 def test_check_request_errors(inventory: str, err: str, capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
     """A fleet without decode engines, or with an unknown model: exit 2, the reason on stderr."""
-    prod = resolved("production")
+    prod = shipped_inventory("production")
     inventories(
         {
             "no-decode": without_groups(prod, "sglang_decode"),
@@ -617,7 +612,7 @@ def test_monitoring_writes_rules_tests_and_dashboard(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """Three files in a new directory, each path printed; YAML in rule order without wrapping, indented JSON."""
-    inventories({"inventories/lab": resolved("lab")})
+    inventories({"inventories/lab": shipped_inventory("lab")})
     target = tmp_path / "a" / "b"
     rc, out, err = run(capsys, "monitoring", flag, "inventories/lab", "--out", str(target))
     assert (rc, err) == (0, "")
@@ -653,7 +648,7 @@ def test_monitoring_into_an_existing_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """--out may exist already; the policy comes from the first engine host's sglang_monitoring_* variables."""
-    inv = resolved("multinode")
+    inv = shipped_inventory("multinode")
     inv[0]["prefill-01"]["sglang_monitoring_kv_usage_warning"] = 0.8
     inventories({"mn": inv})
     rc, out, _ = run(capsys, "monitoring", "-i", "mn", "--out", str(tmp_path))
@@ -683,7 +678,7 @@ def test_monitoring_errors(
     inventory: str, err: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
     """No engine host, or a bad policy on the first engine host: exit 2, nothing written."""
-    hostvars, groups = resolved("multinode")
+    hostvars, groups = shipped_inventory("multinode")
     bad = copy.deepcopy(hostvars)
     bad["prefill-01"]["sglang_monitoring_kv_usage_warning"] = 2
     inventories({"routers-only": (hostvars, {"sglang_router": ["router-01"]}), "bad-policy": (bad, groups)})
@@ -693,7 +688,7 @@ def test_monitoring_errors(
 
 def test_monitoring_files_names_and_first_host_policy() -> None:
     """monitoring_files: {rules, tests, dashboard}; a later host's policy does not apply."""
-    hostvars, groups = resolved("lab")
+    hostvars, groups = shipped_inventory("lab")
     hostvars["lab1"]["sglang_monitoring_running_warning"] = 0.5
     files = cli.monitoring_files(hostvars, groups)
     assert list(files) == ["sglang_rules.yml", "sglang_rules_test.yml", "sglang_dashboard.json"]

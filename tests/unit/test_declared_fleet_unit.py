@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_cli import load_inventory
 from sglang_envelope.sglang_declared import (
     declared_in,
     declared_var,
@@ -21,6 +20,7 @@ from sglang_envelope.sglang_declared import (
     workers,
 )
 from sglang_envelope.sglang_schema import EnvelopeError
+from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = {"name": "deepseek-v4-flash", "path": "/models/V4", "served_name": "dsv4"}
@@ -410,5 +410,5 @@ def test_single_host_shape_advertises_loopback() -> None:
 )
 def test_real_inventory_router_argv(inventory: str, argv: list[str]) -> None:
     """The router's worker arguments for each shipped inventory, as ansible-inventory resolves it."""
-    hostvars, groups = load_inventory(str(REPO / "inventories" / inventory))
+    hostvars, groups = shipped_inventory(inventory)
     assert router_argv_workers(workers(hostvars, groups)) == argv

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sglang_envelope.sglang_cli import load_inventory, model_config_for
+from sglang_envelope.sglang_cli import model_config_for
 from sglang_envelope.sglang_plan import (
     RECALL_COST,
     Fleet,
@@ -21,13 +21,14 @@ from sglang_envelope.sglang_plan import (
     rollout_shortfalls,
 )
 from sglang_envelope.sglang_validate import check_fleet
+from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def production() -> tuple[Fleet, dict]:
-    hostvars, groups = load_inventory(str(REPO / "inventories" / "production"))
+    hostvars, groups = shipped_inventory("production")
     fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
     return fleet, model_config_for(hostvars[fleet.hosts("decode")[0]])
 
@@ -119,7 +120,7 @@ def test_an_option_is_dropped_only_when_another_is_no_worse_on_every_lever() -> 
 
 
 def test_rollout_plan_counts_what_is_left_while_each_server_is_out() -> None:
-    hostvars, groups = load_inventory(str(REPO / "inventories" / "multinode"))
+    hostvars, groups = shipped_inventory("multinode")
     fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
     config = model_config_for(hostvars[fleet.hosts("decode")[0]])
     whole, steps = rollout_plan(fleet, config, 8192)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_envelope.sglang_cli import fleet_capacity, load_inventory
+from sglang_envelope.sglang_cli import fleet_capacity
+from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ def test_readme_production_table_matches_the_capacity_command() -> None:
         )
     }
     assert set(rows) == {"decode", "prefill"}, "README's production capacity table is missing or reshaped"
-    hostvars, groups = load_inventory(str(REPO / "inventories" / "production"))
+    hostvars, groups = shipped_inventory("production")
     for entry in fleet_capacity(hostvars, groups):
         limits = entry["limits"]
         full = next(r for r in entry["rows"] if r.context_len == limits.context_len)

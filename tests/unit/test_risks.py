@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_cli import load_inventory, model_config_for
+from sglang_envelope.sglang_cli import model_config_for
 from sglang_envelope.sglang_plan import Fleet, fleet_from_inventory
 from sglang_envelope.sglang_risks import EngineState, FleetState, declared_state, render, risks
+from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 DECODE_ENV = {"mem_fraction_static": 0.83, "tp_size": 4, "cuda_graph_max_bs_decode": 64, "bf16_index_k": True,
@@ -88,7 +89,7 @@ def test_over_provisioned_cuda_graphs_are_information() -> None:
 
 @pytest.fixture(scope="module")
 def production() -> tuple[Fleet, dict[str, Any]]:
-    hostvars, groups = load_inventory(str(REPO / "inventories" / "production"))
+    hostvars, groups = shipped_inventory("production")
     fleet = fleet_from_inventory(hostvars, groups)
     return fleet, model_config_for(hostvars[fleet.hosts("decode")[0]])
 

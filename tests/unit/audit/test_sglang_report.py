@@ -198,10 +198,11 @@ def test_cell_formatting(value: Any, text: str) -> None:
 
 def test_risks_are_judged_on_the_live_values_with_fixes_from_the_declaration() -> None:
     """The fixture's live pool holds far fewer full-context calls than the router admits: a risk with fixes."""
-    from sglang_envelope.sglang_cli import load_inventory, model_config_for
+    from sglang_envelope.sglang_cli import model_config_for
     from sglang_envelope.sglang_plan import fleet_from_inventory
+    from shipped import shipped_inventory
 
-    hostvars, groups = load_inventory(str(Path(__file__).resolve().parents[3] / "inventories" / "lab"))
+    hostvars, groups = shipped_inventory("lab")
     fleet = fleet_from_inventory(hostvars, groups)
     config = model_config_for(hostvars[fleet.hosts("decode")[0]])
     # 85 calls of the fixture's 131,072-token context fit, 64 run: a router admitting 128 is above that.
