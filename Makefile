@@ -80,15 +80,15 @@ flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables f
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
 	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
 
-# Mutation testing (not part of make test): mutmut mutates module_utils/ and library/ in a copy (mutants/) and runs
-# the fast unit suites (tests/unit) against each mutant. Results are kept in mutants/: a run evaluates the mutants not yet
-# evaluated (all of them the first time: about 14,700, above an hour on two cores), MUTATE=globs reruns the named
+# Mutation testing (not part of make test): mutmut mutates module_utils/ in a copy (mutants/) and runs the fast
+# unit suites (tests/unit) against each mutant. Results are kept in mutants/: a run evaluates the mutants not yet
+# evaluated (all of them the first time: about 14,700, hours on two cores), MUTATE=globs reruns the named
 # ones, and mutation-recheck reruns the survivors and untested ones after tests were added. docs/mutation.md has
 # the last figures; bench/mutation_equivalent.yml lists the survivors no test can tell from the original.
 MUTATE ?=
 MUTATION_JOBS ?= 2
 
-mutation: venv ## Mutation testing of module_utils/ and library/ with the unit suites: kill rate and survivors (MUTATE=globs)
+mutation: venv ## Mutation testing of module_utils/ with the unit suites: kill rate and survivors (MUTATE=globs)
 	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTATE) > mutants.log 2>&1 || true
 	$(BIN)/python bench/mutation_report.py
 
