@@ -25,8 +25,10 @@ from functools import partial
 from typing import Any, Protocol
 
 try:
+    from ansible.module_utils.sglang_argspec import SMG
     from ansible.module_utils.sglang_schema import BY_NAME, keys_for
 except ImportError:
+    from .sglang_argspec import SMG
     from .sglang_schema import BY_NAME, keys_for
 
 IGNORED = "<ignored>"  # effective value of a flag the engine accepts but does not apply
@@ -56,23 +58,17 @@ _METRICS = (
     "sglang:num_used_tokens",
 )
 
-# smg 1.13.0 defaults (smg launch --help) for the router limits it does not report over HTTP.
+# smg 1.13.0's defaults for the router limits it does not report over HTTP, from its parser's table
+# (module_utils/smg_argtable.py, checked against smg itself by tests/deploy/test_flag_tables.py).
 ROUTER_DEFAULTS: dict[str, Any] = {
-    "max_concurrent_requests": -1,
-    "queue_size": 100,
-    "queue_timeout_secs": 60,
-    "request_timeout_secs": 1800,
-    "max_payload_size": 536870912,
-    "policy": "cache_aware",
-    "prometheus_port": 29000,
-    "pd_admission_wait_secs": 30,
-    "health_check_interval_secs": 60,
-    "worker_startup_timeout_secs": 1800,
-    "shutdown_grace_period_secs": 180,
-    "retry_max_retries": 5,
-    "retry_initial_backoff_ms": 50,
-    "retry_max_backoff_ms": 30000,
-}
+    name: SMG[name].default
+    for name in (
+        "max_concurrent_requests", "queue_size", "queue_timeout_secs", "request_timeout_secs", "max_payload_size",
+        "policy", "prometheus_port", "pd_admission_wait_secs", "health_check_interval_secs",
+        "worker_startup_timeout_secs", "shutdown_grace_period_secs", "retry_max_retries", "retry_initial_backoff_ms",
+        "retry_max_backoff_ms",
+    )
+}  # fmt: skip
 
 
 # ---------------------------------------------------------------- transport

