@@ -931,3 +931,13 @@ def test_a_missing_smg_python_is_skipped_with_the_fix(tmp_path: Path) -> None:
         None,
         [NO_PARSER.format("(unset)"), BAD_SMG.format(missing)],
     )
+
+
+def test_the_smg_probe_imports_smg_with_a_real_python(tmp_path: Path) -> None:
+    """The probe runs `python -c 'import smg.launch_router'`: the venv's python has smg, the system's may not."""
+    import sys
+
+    from sglang_envelope.sglang_deep import _imports_smg
+
+    assert _imports_smg(sys.executable) is True
+    assert _imports_smg(str(tmp_path / "no" / "python")) is False
