@@ -2,9 +2,10 @@
 
 Counts per module: killed (a test failed, the mutant timed out, or mypy refuses it: `make lint` runs mypy, so
 such a mutant cannot land), survived (every covering test passed), no tests (no fast unit test runs that
-function). The kill rate is killed / (killed + survived + no tests) over the mutants that were run; mutants left
-unchecked are counted apart. Survivors listed in bench/mutation_equivalent.yml, each with the reason no test can
-tell it from the original, are marked equivalent; every other survivor is a gap and is printed by name.
+function). The kill rate is killed / (killed + survived + equivalent + no tests) over the mutants that were run;
+mutants left unchecked are counted apart. Survivors listed in bench/mutation_equivalent.yml, each with the
+reason no test can tell it from the original, are marked equivalent; every other survivor is a gap, printed by
+name.
 
 `--forget-unkilled` clears the results of the survivors and untested mutants, so that the next `mutmut run`
 evaluates them again with the tests as they are now (make mutation-recheck).
@@ -24,7 +25,7 @@ from mutmut.__main__ import status_by_exit_code
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yml")
 DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
-COUNTED = ("killed", "survived", "no tests")
+UNKILLED = ("survived", "no tests")
 
 
 def results(root: Path) -> dict[str, str]:
@@ -43,7 +44,7 @@ def forget_unkilled(root: Path) -> int:
         data = json.loads(meta.read_text())
         codes = data.get("exit_code_by_key", {})
         for name, code in codes.items():
-            if status_by_exit_code[code] in ("survived", "no tests"):
+            if status_by_exit_code[code] in UNKILLED:
                 codes[name] = None
                 cleared += 1
         meta.write_text(json.dumps(data, indent=4))
@@ -86,7 +87,7 @@ def main() -> int:
         total.update(counts)
         print(_line(module, counts))
     print(_line("all", total))
-    gaps = sorted(n for n, s in ran.items() if s in ("survived", "no tests") and n not in same)
+    gaps = sorted(n for n, s in ran.items() if s in UNKILLED and n not in same)
     stale = sorted(n for n in same if ran.get(n) != "survived")
     print(f"\n{len(gaps)} survivors or untested mutants not listed as equivalent (mutmut show NAME for the diff):")
     for name in gaps:
@@ -99,7 +100,7 @@ def main() -> int:
 
 
 def _line(module: str, counts: Counter[str]) -> str:
-    run = sum(counts[k] for k in COUNTED) + counts["equivalent"]
+    run = sum(counts[k] for k in ("killed", "equivalent", *UNKILLED))
     rate = f"{counts['killed'] / run:10.1%}" if run else f"{'-':>10}"
     return (
         f"{module:34} {counts['killed']:7} {counts['survived']:9} {counts['equivalent']:7} {counts['no tests']:9} "
