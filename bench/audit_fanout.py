@@ -3,11 +3,11 @@
 Starts N simulated engines (`python -m sglang_sim`, one process each, on loopback) and, for 1, 8 and 64 of
 them, times:
   audit  - what the audit does per endpoint (module_utils.sglang_live.read_engine: /server_info, /v1/models,
-           /v1/loads, /metrics in threads, normalized, then sglang_drift.compare), for all endpoints at once
+           /v1/loads, /metrics in threads, normalized, then sglang_drift.judge), for all endpoints at once
            (one thread per endpoint, as Ansible runs one module per host in parallel forks);
   floor  - one concurrent fan-out of the same raw GETs, bodies read and dropped (no parsing, no comparison):
            one flat thread pool with the audit's transport, and aiohttp on one event loop; the faster counts.
-With --ansible it also times the sglang_limits module run by ansible-playbook, one inventory host per endpoint
+With --ansible it also times the sglang_live_info module run by ansible-playbook, one inventory host per endpoint
 (connection local, forks = N): that adds Ansible's per-host process start, which a 2-core machine serializes.
 
 Prints figures only; nothing is asserted.
@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 
 import aiohttp
-from sglang_envelope.sglang_drift import LiveContext, compare
+from sglang_envelope.sglang_drift import judge
 from sglang_envelope.sglang_live import ENGINE_PATHS, UrllibTransport, read_engine
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,9 +83,7 @@ def audit(urls: list[str]) -> None:
         live = read_engine(transport, url, "decode", API_KEY, timeout=30, host="bench")
         if live.status != "ok" or live.engine is None:
             raise SystemExit(f"{url}: {live.status}: {live.errors}")
-        engine = live.engine
-        ctx = LiveContext(token_capacity=engine.effective.get("max_total_tokens"), requested=engine.requested)
-        compare("decode", DECLARED, effective=engine.effective, live=ctx)
+        judge("decode", DECLARED, None, live.snapshot())
 
     with ThreadPoolExecutor(max_workers=len(urls)) as pool:
         list(pool.map(one, urls))
@@ -122,13 +120,13 @@ def floor_aiohttp(urls: list[str]) -> None:
 
 
 def ansible_audit(urls: list[str], workdir: Path) -> Callable[[], None]:
-    """ansible-playbook running sglang_limits once per endpoint (one local inventory host each, forks = N)."""
+    """ansible-playbook running sglang_live_info once per endpoint (one local inventory host each, forks = N)."""
     inventory = {"all": {"hosts": {f"e{i}": {"sglang_bench_url": u} for i, u in enumerate(urls)}}}
     (workdir / "hosts.json").write_text(json.dumps(inventory))
     play = [{
         "name": "Read every engine", "hosts": "all", "connection": "local", "gather_facts": False,
-        "tasks": [{"name": "Read the live limits", "sglang_limits": {
-            "endpoint": "{{ sglang_bench_url }}", "role": "decode", "api_key": API_KEY, "declared": DECLARED}}],
+        "tasks": [{"name": "Read the live limits", "sglang_live_info": {
+            "endpoint": "{{ sglang_bench_url }}", "role": "decode", "api_key": API_KEY}}],
     }]  # fmt: skip
     (workdir / "play.json").write_text(json.dumps(play))
     exe = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook"

@@ -12,8 +12,10 @@ DOCUMENTATION = r"""
 module: sglang_audit_report
 short_description: Render the SGLang limits audit as a console table, Markdown, JSON and SVG charts
 description:
-  - Takes one record per server and role (the results of M(sglang_layers) and M(sglang_limits), or the reason the host
-    could not be read) and renders, per server, a table of every limit against the four layers (declared, on disk,
+  - Takes one record per server and role (the results of M(sglang_layers_info) and M(sglang_live_info) with what the
+    server is declared to be, or the reason the host could not be read), judges each on the controller
+    (module_utils/sglang_drift.py C(judge), the same judge the verify suite and the drift exporter use) and renders,
+    per server, a table of every limit against the four layers (declared, on disk,
     running, effective) with the drifting cells marked, the drift with its explanations, the current load, and the
     capacity derived from the live KV pool (concurrent full-length requests at the effective context length, the share
     of the pool that bf16 index keys cost).
@@ -37,8 +39,12 @@ attributes:
 options:
   records:
     description:
-      - One dict per server and role with keys C(host), C(role), C(layers) (registered M(sglang_layers) result),
-        C(limits) (registered M(sglang_limits) result), and optionally C(host_unreachable) or C(failed) (a message).
+      - One dict per server and role with keys C(host), C(role), C(layers) (registered M(sglang_layers_info) result),
+        C(live) (registered M(sglang_live_info) result), C(declared) (the server's declared envelope, secrets as
+        C(<set>)), and optionally C(model) (the capacity model's inputs, filter C(sglang_model_inputs)),
+        C(declared_files) (owner, group and mode the roles declare for the script, the environment file and the unit),
+        C(expected_workers) (the router's workers, filter C(sglang_workers)), C(host_unreachable) or C(failed) (a
+        message).
     type: list
     elements: dict
     required: true
@@ -60,8 +66,8 @@ options:
     description: The served model's C(config.json), for the capacity model behind the fixes.
     type: dict
 seealso:
-  - module: sglang_limits
-  - module: sglang_layers
+  - module: sglang_live_info
+  - module: sglang_layers_info
 """
 
 EXAMPLES = r"""

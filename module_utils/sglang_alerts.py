@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 try:
-    from ansible.module_utils.sglang_declared import GROUPS, engine_envelope, router_envelope, workers
+    from ansible.module_utils.sglang_declared import GROUPS, engine_envelope, model_inputs, router_envelope, workers
     from ansible.module_utils.sglang_drift import predict
     from ansible.module_utils.sglang_schema import EnvelopeError
 except ImportError:
-    from .sglang_declared import GROUPS, engine_envelope, router_envelope, workers
+    from .sglang_declared import GROUPS, engine_envelope, model_inputs, router_envelope, workers
     from .sglang_drift import predict
     from .sglang_schema import EnvelopeError
 
@@ -172,17 +172,6 @@ class RouterTarget:
 class Fleet:
     engines: list[EngineTarget]
     routers: list[RouterTarget]
-
-
-def model_inputs(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict[str, Any]:
-    """The capacity-model inputs of a host, as the audit role gives them to sglang_limits."""
-    model = hostvars.get("sglang_model") or {}
-    return {
-        "config": model_config,
-        "gpu_memory_gib": hostvars.get("sglang_gpu_memory_gib") or 0,
-        "params_b": model.get("params_b"),
-        "quantization": model.get("quantization"),
-    }
 
 
 def fleet(

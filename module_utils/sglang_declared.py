@@ -44,6 +44,18 @@ def engine_envelope(role: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def model_inputs(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The capacity model's inputs for an engine host (the `model` sglang_drift.judge takes): the model's config.json
+    and what the inventory declares of the GPUs and the weights."""
+    model = hostvars.get("sglang_model") or {}
+    return {
+        "config": model_config,
+        "gpu_memory_gib": hostvars.get("sglang_gpu_memory_gib") or 0,
+        "params_b": model.get("params_b"),
+        "quantization": model.get("quantization"),
+    }
+
+
 def declared_in(role: str, hostvars: Mapping[str, Any], key: str) -> str:
     """The variable a key of an engine envelope comes from: the role's own dict, else the shared one."""
     if key in (hostvars.get(f"sglang_{role}") or {}) or key not in (hostvars.get("sglang_engine_common") or {}):

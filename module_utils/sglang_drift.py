@@ -8,6 +8,9 @@ the declaration (the origin), every layer that differs, and, where SGLang's sema
   model predicts (resolve_engine), and for memory-profile keys only as information.
 - max_running_requests: SGLang applies min(requested // attn_dp_size, token_capacity // 2) per DP rank.
 - max_queued_requests: ignored when disaggregation_mode is prefill or decode.
+
+judge() is the one entry point: one server from what its host readers returned (the layer and live snapshots),
+for the audit's report, the verify suite and the drift exporter alike.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ try:
         resolve_max_running_requests,
     )
     from ansible.module_utils.sglang_flags import REDACTED
-    from ansible.module_utils.sglang_live import IGNORED, EngineLive
+    from ansible.module_utils.sglang_live import IGNORED, EngineLive, router_effective
     from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
 except ImportError:
     from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
     from .sglang_flags import REDACTED
-    from .sglang_live import IGNORED, EngineLive
+    from .sglang_live import IGNORED, EngineLive, router_effective
     from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
 
 LAYERS = ("declared", "on_disk", "running", "effective")
@@ -364,34 +367,110 @@ def _judge(
     return Drift(key, "effective", differs, d, values["effective"], gap[0], gap[1])
 
 
-def judge_engine(
+def _worker_urls(items: Any) -> set[str]:
+    return {str(w["url"] if isinstance(w, Mapping) else w).rstrip("/") for w in items or []}
+
+
+def worker_drift(workers: list[Mapping[str, Any]] | None, expected: Mapping[str, Any] | None) -> list[Drift]:
+    """The workers the router lists (sglang_live.reduce_workers) against the inventory's (sglang_declared.workers):
+    a declared worker it does not route to, and a worker it routes to that the inventory does not declare."""
+    if workers is None or expected is None:
+        return []
+    seen = {(str(w["type"]), str(w["url"]).rstrip("/")) for w in workers}
+    want = {(kind, url) for kind in ("prefill", "decode") for url in _worker_urls(expected.get(kind))}
+    missing = "missing: the router does not route to it; site.yml puts it back"
+    out = [Drift("workers", "effective", ["effective"], url, None, "drift", f"{kind} worker {url} {missing}")
+           for kind, url in sorted(want - seen)]  # fmt: skip
+    unexpected = "unexpected: the inventory does not declare it"
+    out += [Drift("workers", "effective", ["effective"], None, url, "drift", f"{kind} worker {url} {unexpected}")
+            for kind, url in sorted(seen - want)]  # fmt: skip
+    return out
+
+
+@dataclass
+class Verdict:
+    """One server judged: its rows and drift, what the capacity model predicts, and the effective layer judged
+    (an engine's live values, with what the judge inferred; a router's argv with smg's defaults)."""
+
+    rows: list[Row]
+    drift: list[Drift]
+    predicted: dict[str, Any] = field(default_factory=dict)
+    effective: dict[str, Any] | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["drift_count"] = sum(1 for d in self.drift if d.severity == "drift")
+        return out
+
+
+def _engine(live: Mapping[str, Any]) -> EngineLive | None:
+    if live.get("live") is None:
+        return None
+    return EngineLive(
+        effective=dict(live["live"]),
+        requested=dict(live.get("requested") or {}),
+        sources=dict(live.get("sources") or {}),
+        notes=dict(live.get("notes") or {}),
+        facts=dict(live.get("live_facts") or {}),
+    )
+
+
+def judge(
     role: str,
     declared: Mapping[str, Any],
-    engine: EngineLive | None,
-    model: Mapping[str, Any] | None,
+    host: Mapping[str, Any] | None = None,
+    live: Mapping[str, Any] | None = None,
+    model: Mapping[str, Any] | None = None,
     *,
-    on_disk: Mapping[str, Any] | None = None,
-    running: Mapping[str, Any] | None = None,
-    deployed: Mapping[str, Any] | None = None,
-    restart_pending: bool = False,
-    in_progress: Mapping[str, Any] | None = None,
-) -> tuple[Audit, dict[str, Any], str | None]:
-    """The audit of one engine from its layers: (audit, what the capacity model predicts, why it predicts nothing).
+    declared_files: Mapping[str, Mapping[str, Any]] | None = None,
+    expected_workers: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Judge one server from what its readers returned, wherever it runs: `host` is the layer reader's snapshot
+    (sglang_layers.Layers.snapshot, the sglang_layers_info module), `live` the live reader's
+    (sglang_live.ServerLive.snapshot, the sglang_live_info module), `model` the capacity model's inputs. None for
+    a side means it was not read. The audit's report, the verify suite and the drift exporter all judge here.
 
-    The live index-key dtype, when the engine does not report it, is inferred from its KV pool (infer_index_k);
-    `engine` is updated with it. The audit module and the drift exporter both judge through here."""
-    predicted, why = predict(model, declared)
-    if engine and "bf16_index_k" not in engine.effective:
-        inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
-        if inferred:
-            engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
-            engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
-    ctx = live_context(engine.effective, engine.facts, engine.requested) if engine else LiveContext()
-    audit = compare(
-        role, declared, on_disk, running, engine.effective if engine else None,
-        predicted=predicted, live=ctx, deployed=deployed, restart_pending=restart_pending, in_progress=in_progress,
-    )  # fmt: skip
-    return audit, predicted, why
+    An engine's index-key dtype, when it does not report it, is inferred from its KV pool (infer_index_k). The
+    router's effective limits are its argv with smg's defaults (its cores from the host snapshot)."""
+    host, live = host or {}, live or {}
+    layers: dict[str, Any] = {
+        "deployed": host.get("deployed"),
+        "restart_pending": bool(host.get("restart_pending")),
+        "in_progress": host.get("in_progress"),
+    }
+    on_disk, running = host.get("on_disk"), host.get("running")
+    if role == "router":
+        if running is None:
+            effective, notes = None, {"*": "the router's argv is unknown: smg reports no limits over HTTP"}
+        else:
+            effective, notes = router_effective(running, host.get("cpus"))
+        audit = compare(role, declared, on_disk, running, effective, effective_from_running=True, **layers)
+        workers = worker_drift((live.get("router") or {}).get("workers"), expected_workers)
+        out = Verdict(audit.rows, audit.drift + workers, effective=effective, notes=notes,
+                      sources={"*": "running argv + smg defaults"})  # fmt: skip
+    else:
+        predicted, why = predict(model, declared)
+        engine = _engine(live)
+        if engine and "bf16_index_k" not in engine.effective:
+            inferred = infer_index_k(engine.effective.get("max_total_tokens"), predicted)
+            if inferred:
+                engine.effective["bf16_index_k"], engine.notes["bf16_index_k"] = inferred
+                engine.sources["bf16_index_k"] = "KV pool size (capacity model)"
+        ctx = live_context(engine.effective, engine.facts, engine.requested) if engine else LiveContext()
+        audit = compare(role, declared, on_disk, running, engine.effective if engine else None,
+                        predicted=predicted, live=ctx, **layers)  # fmt: skip
+        out = Verdict(audit.rows, audit.drift, predicted)
+        if engine:
+            out.effective, out.sources, out.notes = engine.effective, engine.sources, engine.notes
+        if why:
+            out.warnings.append(f"{why}; unset keys are not compared")
+    out.drift += host_drift(host.get("files") or {}, declared_files, list(host.get("backups") or []),
+                            host.get("deployed"), host.get("in_progress"), list(host.get("releases") or []),
+                            host.get("release_switch"))  # fmt: skip
+    return out
 
 
 # ---------------------------------------------------------------- the host: deploy markers, file metadata, leftovers

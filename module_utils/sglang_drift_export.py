@@ -2,7 +2,7 @@
 
 A systemd timer runs `python3 -m sglang_envelope.sglang_drift_export --config <file>` on every engine host. It reads
 the layers with the audit's own readers (sglang_layers.read_layers, sglang_live.read_engine), judges them with the
-audit's judgement (sglang_drift.judge_engine, host_drift), and writes, atomically:
+audit's judge (sglang_drift.judge), and writes, atomically:
 
 - `sglang_envelope_drift{server,key,layer} 1` for each drift item (severity drift; layer = where it starts);
 - `sglang_envelope_effective{server,key}` for each numeric or boolean live value the engine applies;
@@ -10,9 +10,9 @@ audit's judgement (sglang_drift.judge_engine, host_drift), and writes, atomicall
   (0 when the engine could not be read: an unreadable engine is the engine-down alert's business).
 
 The config file (JSON, written by the sglang_monitoring role) holds `textfile` and `servers`, each with `server`
-(the label), `role`, `name`, `endpoint`, `declared`, `model` (as the sglang_limits module takes it), and optionally
-`script`, `env_file`, `facts_file`, `unit`, `declared_files`, `timeout`. It runs as root: /proc/<pid>/environ of the
-engine is the running layer. It never changes anything but the textfile.
+(the label), `role`, `name`, `endpoint`, `declared`, `model` (the capacity-model inputs sglang_drift.judge takes),
+and optionally `script`, `env_file`, `facts_file`, `unit`, `declared_files`, `timeout`. It runs as root:
+/proc/<pid>/environ of the engine is the running layer. It never changes anything but the textfile.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_declared import UNIT_NAMES
-    from ansible.module_utils.sglang_drift import Drift, host_drift, judge_engine
+    from ansible.module_utils.sglang_drift import judge
     from ansible.module_utils.sglang_flags import parse_env_file
     from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
     from ansible.module_utils.sglang_live import Transport, UrllibTransport, read_engine
     from ansible.module_utils.sglang_schema import normalize
 except ImportError:
     from .sglang_declared import UNIT_NAMES
-    from .sglang_drift import Drift, host_drift, judge_engine
+    from .sglang_drift import judge
     from .sglang_flags import parse_env_file
     from .sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
     from .sglang_live import Transport, UrllibTransport, read_engine
@@ -63,7 +63,7 @@ def _api_key(host: HostFiles, env_file: str) -> str | None:
 
 
 def audit_server(spec: Mapping[str, Any], host: HostFiles, transport: Transport) -> ServerAudit:
-    """The audit of one engine of this host, as the audit role runs it (sglang_layers, then sglang_limits)."""
+    """The audit of one engine of this host: the audit role's readers, then its judge."""
     role, name = str(spec["role"]), str(spec.get("name") or spec["server"])
     script = str(spec.get("script") or SCRIPT.format(role=role))
     env_file = str(spec.get("env_file") or ENV_FILE.format(role=role))
@@ -73,16 +73,13 @@ def audit_server(spec: Mapping[str, Any], host: HostFiles, transport: Transport)
     declared = normalize(role, dict(spec["declared"]), "declared")
     live = read_engine(transport, str(spec["endpoint"]), role, _api_key(host, env_file),
                        float(spec.get("timeout", 10)), name)  # fmt: skip
-    audit, _, _ = judge_engine(
-        role, declared, live.engine, spec.get("model"), on_disk=layers.on_disk, running=layers.running,
-        deployed=layers.deployed, restart_pending=bool(layers.unit.get("changed_since_start")),
-        in_progress=layers.in_progress,
-    )  # fmt: skip
-    items: list[Drift] = [*audit.drift, *host_drift(layers.files, spec.get("declared_files"), layers.backups,
-                                                    layers.deployed, layers.in_progress)]  # fmt: skip
+    verdict = judge(role, declared, layers.snapshot(), live.snapshot(), spec.get("model"),
+                    declared_files=spec.get("declared_files"))  # fmt: skip
     out = ServerAudit(str(spec["server"]), ok=live.engine is not None, errors=[*layers.problems, *live.errors])
-    out.drift = [{"key": d.key, "layer": d.layer, "explanation": d.explanation} for d in items if d.severity == "drift"]
-    for key, value in (live.engine.effective if live.engine else {}).items():
+    out.drift = [
+        {"key": d.key, "layer": d.layer, "explanation": d.explanation} for d in verdict.drift if d.severity == "drift"
+    ]
+    for key, value in (verdict.effective or {}).items():
         if isinstance(value, bool):
             out.effective[key] = 1.0 if value else 0.0
         elif isinstance(value, int | float):

@@ -16,7 +16,7 @@ import os
 import pwd
 import stat as statmod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +245,17 @@ class Layers:
     in_progress: dict[str, Any] | None = None  # the marker of a deploy that has not finished (local facts)
     backups: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # releases the deploy would not keep
+    release_switch: dict[str, Any] | None = None  # an engine release switch that has not finished
+    cpus: int | None = None  # smg derives its default in-flight cap from the host's cores
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The host side of one server as the judge (sglang_drift.judge) and the report take it."""
+        out = asdict(self)
+        out["restart_pending"] = bool(self.unit.get("changed_since_start"))
+        out["edited_since_deploy"] = sorted(n for n, f in self.files.items() if f.get("edited_since_deploy"))
+        return out
 
 
 def read_layers(
@@ -258,9 +267,12 @@ def read_layers(
     host: HostFiles,
     ticks: int | None = None,
     unit_dir: str = UNIT_DIR,
+    releases_dir: str | None = None,
+    keep_releases: int = 3,
 ) -> Layers:
-    """Read the on-disk and running layers of one server on this host."""
-    out = Layers()
+    """Read the on-disk and running layers of one server on this host; with `releases_dir` (an engine), also the
+    releases the deploy would not keep and an unfinished release switch."""
+    out = Layers(cpus=os.cpu_count())
     script_text, env_text = host.read_text(script), host.read_text(env_file)
     out.files = {
         "script": {"path": script, "exists": script_text is not None, "mtime": host.mtime(script)},
@@ -295,6 +307,9 @@ def read_layers(
             out.problems.append(f"{unit_path}: no EnvironmentFile={env_file}")
     if facts_file:
         _read_facts(out, role, facts_file, host)
+    if releases_dir:
+        out.releases = release_leftovers(host, releases_dir, keep_releases)
+        out.release_switch = release_switch(host, facts_file) if facts_file else None
     _read_process(out, role, unit, host, ticks or os.sysconf("SC_CLK_TCK"))
     return out
 

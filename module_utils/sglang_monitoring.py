@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 try:
-    from ansible.module_utils.sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
-    from ansible.module_utils.sglang_declared import local_url
+    from ansible.module_utils.sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
+    from ansible.module_utils.sglang_declared import local_url, model_inputs
 except ImportError:
-    from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet, model_inputs
-    from .sglang_declared import local_url
+    from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
+    from .sglang_declared import local_url, model_inputs
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """The audit report: per server a table of limits x layers (declared, on disk, running, effective), the drift, and the
 capacity derived from the LIVE pool; rendered as text (console), Markdown, JSON and SVG charts.
 
-Input: one record per server and role, as the audit playbook collects it:
-  {host, role, host_unreachable?: msg, failed?: msg, layers: <sglang_layers result>, limits: <sglang_limits result>}
+Input: one record per server and role, as the audit playbook collects it: what the host's readers returned and what
+the server is judged against (sglang_drift.judge runs here, on the controller):
+  {host, role, host_unreachable?: msg, failed?: msg, layers: <sglang_layers_info result>, live: <sglang_live_info
+   result>, declared: envelope, model?: capacity-model inputs, declared_files?: {name: {owner, group, mode}},
+   expected_workers?: <sglang_declared.workers() result> (router)}
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ except ImportError:
         request_lengths,
         requests_that_fit,
     )
+try:
+    from ansible.module_utils.sglang_drift import judge
+except ImportError:
+    from .sglang_drift import judge
 try:
     from ansible.module_utils.sglang_plan import Fleet
     from ansible.module_utils.sglang_risks import EngineState, FleetState, risks, workload_of
@@ -82,9 +89,8 @@ def _msg(result: Mapping[str, Any] | None) -> str:
     return str(result.get("msg") or result.get("reason") or "no result")
 
 
-def _index_k_note(limits: Mapping[str, Any]) -> list[str]:
+def _index_k_note(sources: Mapping[str, str], notes: Mapping[str, str]) -> list[str]:
     """Where the effective bf16_index_k came from: the engine's report, or the rule that inferred it."""
-    sources, notes = limits.get("sources") or {}, limits.get("notes") or {}
     if "bf16_index_k" not in sources:
         return []
     return [f"effective bf16_index_k from {sources['bf16_index_k']}: {notes.get('bf16_index_k', '')}".rstrip(": ")]
@@ -98,36 +104,40 @@ LAYER_FIELDS = (
 
 
 def server_from_record(record: Mapping[str, Any]) -> Server:
-    """One server's report entry from what the playbook registered."""
+    """One server's report entry from what the playbook registered, judged against its declaration."""
     host, role = str(record["host"]), str(record["role"])
     layers = record.get("layers") or {}
-    limits = record.get("limits") or {}
-    if record.get("host_unreachable") or layers.get("unreachable") or limits.get("unreachable"):
-        why = record.get("host_unreachable") or _msg(layers if layers.get("unreachable") else limits)
+    live = record.get("live") or {}
+    if record.get("host_unreachable") or layers.get("unreachable") or live.get("unreachable"):
+        why = record.get("host_unreachable") or _msg(layers if layers.get("unreachable") else live)
         return Server(host, role, "unreachable", errors=[f"{host}: host unreachable: {why}"])
-    failed = [r for r in (layers, limits) if r.get("failed")]
+    failed = [r for r in (layers, live) if r.get("failed")]
     if record.get("failed") or failed:
         why = record.get("failed") or "; ".join(_msg(r) for r in failed)
         return Server(host, role, "error", errors=[f"{host}: {role}: the audit task failed: {why}"])
+    verdict = judge(
+        role, record.get("declared") or {}, layers or None, live or None, record.get("model"),
+        declared_files=record.get("declared_files"), expected_workers=record.get("expected_workers"),
+    )  # fmt: skip
     server = Server(
         host,
         role,
         "ok",
-        endpoint=limits.get("endpoint"),
-        version=limits.get("version"),
-        rows=list(limits.get("rows") or []),
-        drift=list(limits.get("drift") or []) + list(layers.get("drift") or []),
-        errors=list(limits.get("errors") or []) + list(layers.get("problems") or []),
-        warnings=list(limits.get("warnings_seen") or []),
-        notes=list(layers.get("notes") or []) + _index_k_note(limits),
-        live=dict(limits.get("live") or {}),
-        load=dict(limits.get("load") or {}),
-        live_facts=dict(limits.get("live_facts") or {}),
-        predicted=dict(limits.get("predicted") or {}),
-        router=dict(limits.get("router") or {}),
+        endpoint=live.get("endpoint"),
+        version=live.get("version"),
+        rows=[asdict(r) for r in verdict.rows],
+        drift=[asdict(d) for d in verdict.drift],
+        errors=list(live.get("errors") or []) + list(layers.get("problems") or []),
+        warnings=list(live.get("warnings_seen") or []) + [f"{host}: {w}" for w in verdict.warnings],
+        notes=list(layers.get("notes") or []) + _index_k_note(verdict.sources, verdict.notes),
+        live=dict(verdict.effective or {}),
+        load=dict(live.get("load") or {}),
+        live_facts=dict(live.get("live_facts") or {}),
+        predicted=dict(verdict.predicted),
+        router=dict(live.get("router") or {}),
         layers={k: layers.get(k) for k in LAYER_FIELDS},
     )
-    if limits.get("status") == "unreachable":
+    if live.get("status") == "unreachable":
         server.status = "unreachable"
     elif server.errors:
         server.status = "error"

@@ -117,6 +117,13 @@ def local_url(listen: Any, port: Any) -> str:
     return str(_declared.local_url(listen, port))
 
 
+def model_inputs(hostvars: Mapping[str, Any], model_config: Any) -> dict[str, Any] | None:
+    """The capacity model's inputs of an engine host, from its variables and the model's config.json text or dict;
+    None without a config (the judge then compares no unset key)."""
+    config = json.loads(model_config) if isinstance(model_config, str) and model_config else model_config
+    return _plain(_declared.model_inputs(_plain(hostvars), _plain(config))) if config else None
+
+
 def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
     """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
     return list(_drift.files_to_write(_plain(files), _plain(wanted)))
@@ -399,6 +406,7 @@ class FilterModule:
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,
             "sglang_local_url": local_url,
+            "sglang_model_inputs": model_inputs,
             "sglang_files_to_write": files_to_write,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,

@@ -12,7 +12,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit" / "audit"))
 
-from audit_helpers import SECRET, FixtureTransport, load_cases, load_library, model_inputs, run_module  # noqa: E402
+from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
+from audit_helpers import audit_server as audit_role_server  # noqa: E402
 from promtools import run_promtool, series_from_scrapes, write  # noqa: E402
 from sglang_envelope.sglang_alerts import (  # noqa: E402
     DRIFT_JOB,
@@ -25,13 +26,12 @@ from sglang_envelope.sglang_alerts import (  # noqa: E402
 from sglang_envelope.sglang_drift_export import audit_server, exposition, main  # noqa: E402
 from sglang_envelope.sglang_layers import ENV_FILE, HostFiles  # noqa: E402
 
-LIMITS_CASES = REPO / "tests" / "unit" / "audit" / "test_sglang_limits.yaml"
+LIMITS_CASES = REPO / "tests" / "unit" / "audit" / "test_server_audit.yaml"
 HOST_LAYERS = ("on_disk", "running", "deployed", "in_progress", "restart_pending")
-limits = load_library("sglang_limits")
 
 
 def _engine_cases() -> list[dict[str, Any]]:
-    """The audit module's engine cases that take only the declaration and the live answers."""
+    """The audit's engine cases that take only the declaration and the live answers."""
     return [
         c
         for c in (p.values[0] for p in load_cases(LIMITS_CASES))
@@ -61,11 +61,11 @@ def _spec(case: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", _engine_cases(), ids=lambda c: c["id"])
-def test_the_exporter_finds_what_the_audit_module_finds(case: dict[str, Any], tmp_path: Path) -> None:
+def test_the_exporter_finds_what_the_audit_finds(case: dict[str, Any], tmp_path: Path) -> None:
     args = dict(case["input"])
     if case.get("model"):
         args["model"] = model_inputs(case["model"])
-    module = run_module(limits, args, FixtureTransport(case["http"], case.get("require_key")))
+    module = audit_role_server(args, FixtureTransport(case["http"], case.get("require_key")))
     if module.get("failed"):
         pytest.skip(f"the module refuses this input: {module.get('msg')}")
     exported = audit_server(

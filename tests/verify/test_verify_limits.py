@@ -1,11 +1,11 @@
 """Declared limits against the files on the host and the values the live servers apply.
 
-Live engine values are read and normalized by the audit's live reader (module_utils/sglang_live.py, run on
-the host) and judged with the audit's comparison rules (module_utils/sglang_drift.py): context_length from
-/v1/models max_model_len, max_running_requests from internal_states[0].effective_max_running_requests_per_dp,
-max_total_tokens from max_total_num_tokens, the other keys from the resolved server arguments. smg does not
-report its limits over HTTP: the router's live limits are its running argv with smg's defaults
-(sglang_live.router_effective).
+The host's layers and live values are read on the host by the audit's own readers (sglang_layers, sglang_live) and
+judged on the controller by the audit's judge (module_utils/sglang_drift.py, judge), with the same capacity-model
+inputs: a verdict here is the audit's verdict. Live engine values: context_length from /v1/models max_model_len,
+max_running_requests from internal_states[0].effective_max_running_requests_per_dp, max_total_tokens from
+max_total_num_tokens, the other keys from the resolved server arguments. smg does not report its limits over HTTP:
+the router's effective limits are its running argv with smg's defaults.
 """
 
 from __future__ import annotations
@@ -13,65 +13,64 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_envelope import sglang_drift, sglang_live, sglang_schema
-from verify_expect import ENGINE_ROLES, SERVER_ROLES, Server
+from sglang_envelope import sglang_drift, sglang_flags, sglang_schema
+from verify_expect import ENGINE_ROLES, SERVER_ROLES, HostPlan, Server
 
 
-def _declared_keys(server: Server) -> dict[str, Any]:
-    keys = {k.name: k for k in sglang_schema.keys_for(server.role)}
-    return {k: v for k, v in server.envelope.items() if k in keys and not keys[k].secret and v is not None}
+def _verdict(plan: HostPlan, server: Server, observed: dict[str, Any]) -> sglang_drift.Verdict:
+    secret = {"api_key": sglang_flags.REDACTED} if server.api_key else {}  # only whether a key is set is compared
+    return sglang_drift.judge(
+        server.role,
+        {**server.envelope, **secret},
+        observed.get("layers"),
+        observed.get("live"),
+        None if server.role == "router" else plan.model_inputs,
+        expected_workers=plan.workers if server.role == "router" else None,
+    )
+
+
+def _drift(verdict: sglang_drift.Verdict, layers: tuple[str, ...]) -> list[str]:
+    return [
+        f"{d.key}: declared {d.declared!r}, {d.layer} {d.live!r} ({d.explanation})"
+        for d in verdict.drift
+        if d.severity == "drift" and d.layer in layers
+    ]
 
 
 @pytest.mark.parametrize("role", SERVER_ROLES)
-def test_on_disk_envelope(server: Server, observed: dict[str, Any]) -> None:
+def test_on_disk_envelope(plan: HostPlan, server: Server, observed: dict[str, Any]) -> None:
     """The serve script and environment file on the host carry the declared envelope."""
     layers = observed.get("layers")
     assert layers, f"{server.unit}: files could not be read: {observed.get('layers_error')}"
-    on_disk = layers.get("on_disk")
-    assert on_disk is not None, f"{server.unit}: {'; '.join(layers.get('problems') or [])}"
-    wrong = [
-        f"{k}: declared {v!r}, {server.script} has {on_disk.get(k)!r}"
-        for k, v in _declared_keys(server).items()
-        if not sglang_drift.same(k, v, on_disk.get(k))
-    ]
+    assert layers.get("on_disk") is not None, f"{server.unit}: {'; '.join(layers.get('problems') or [])}"
+    wrong = _drift(_verdict(plan, server, observed), ("declared", "on_disk"))
     assert not wrong, f"{server.unit}: " + "; ".join(wrong)
 
 
 @pytest.mark.parametrize("role", ENGINE_ROLES)
-def test_live_limits(server: Server, observed: dict[str, Any]) -> None:
+def test_live_limits(plan: HostPlan, server: Server, observed: dict[str, Any]) -> None:
     """Every declared key the engine reports is applied as declared; every declared limit is observable."""
     assert not observed.get("live_error"), observed.get("live_error")
     live = observed["live"]
-    assert live.get("engine"), f"{server.unit}: no live answer: {'; '.join(live.get('errors') or [])}"
+    assert live.get("live") is not None, f"{server.unit}: no live answer: {'; '.join(live.get('errors') or [])}"
     assert not live.get("errors"), f"{server.unit}: " + "; ".join(live["errors"])
-    engine = live["engine"]
-    effective, facts = engine["effective"], engine["facts"]
-    ctx = sglang_drift.live_context(effective, facts, engine.get("requested") or {})
-    limits = set(sglang_schema.limit_keys(server.role))
-    problems = []
-    for key, declared in _declared_keys(server).items():
-        if key not in effective:
-            if key in limits and not sglang_schema.BY_NAME[key].env:
-                problems.append(f"{key}: declared {declared!r}, no live source ({engine['notes'].get(key, '')})")
-            continue
-        gap = sglang_drift.effective_gap(key, declared, effective[key], {}, ctx, effective.get("context_length"))
-        if gap and gap[0] == "drift":
-            source = engine["sources"].get(key, "/server_info")
-            problems.append(f"{key}: declared {declared!r}, live {effective[key]!r} from {source} ({gap[1]})")
+    verdict = _verdict(plan, server, observed)
+    unseen = [
+        f"{r.key}: declared {r.values['declared']!r}, no live source ({live['notes'].get(r.key, '')})"
+        for r in verdict.rows
+        if r.limit and r.values["declared"] is not None and "effective" not in r.values
+        and not sglang_schema.BY_NAME[r.key].env
+    ]  # fmt: skip
+    problems = unseen + _drift(verdict, ("running", "effective"))
     assert not problems, f"{server.unit}: " + "; ".join(problems)
 
 
 @pytest.mark.parametrize("role", ["router"])
-def test_router_live_limits(server: Server, observed: dict[str, Any]) -> None:
-    """smg runs with the declared limits (its argv, or its files when unchanged since it started)."""
+def test_router_live_limits(plan: HostPlan, server: Server, observed: dict[str, Any]) -> None:
+    """smg runs with the declared limits (its argv, or its files when unchanged since it started), and routes to
+    the declared workers."""
     layers = observed.get("layers") or {}
-    running = layers.get("running")
     why = "; ".join(layers.get("notes") or layers.get("problems") or [])
-    assert running is not None, f"{server.unit}: the running limits are unknown: {why}"
-    effective, _ = sglang_live.router_effective(running)
-    wrong = [
-        f"{k}: declared {v!r}, running {running.get(k, effective.get(k))!r} (from {layers.get('running_source')})"
-        for k, v in _declared_keys(server).items()
-        if not sglang_drift.same(k, v, running.get(k, effective.get(k)))
-    ]
+    assert layers.get("running") is not None, f"{server.unit}: the running limits are unknown: {why}"
+    wrong = _drift(_verdict(plan, server, observed), ("running", "effective"))
     assert not wrong, f"{server.unit}: " + "; ".join(wrong)

@@ -23,8 +23,8 @@ def _engines_live(runner: Any, plan: HostPlan) -> dict[str, list[dict[str, Any]]
     for role in ENGINE_ROLES:
         for worker in plan.workers[role]:
             seen = snapshot_of(runner, worker["host"])["servers"].get(role) or {}
-            engine = (seen.get("live") or {}).get("engine")
-            if not engine:
+            engine = seen.get("live") or {}
+            if engine.get("live") is None:
                 pytest.fail(f"{role} engine on {worker['host']} gave no live values: {seen.get('live')}", pytrace=False)
             out[role].append(engine)
     return out
@@ -35,9 +35,9 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
     s = plan.settings
     engines = _engines_live(runner, plan)
     every = engines["prefill"] + engines["decode"]
-    contexts = [e["effective"].get("context_length") for e in every]
-    inputs = [e["facts"].get("max_req_input_len") for e in every]
-    pools = [e["effective"].get("max_total_tokens") for e in engines["decode"]]
+    contexts = [e["live"].get("context_length") for e in every]
+    inputs = [e["live_facts"].get("max_req_input_len") for e in every]
+    pools = [e["live"].get("max_total_tokens") for e in engines["decode"]]
     if None in contexts or None in inputs or None in pools:
         pytest.fail(
             f"engines report no context length, max_req_input_len or KV pool: {contexts}, {inputs}, {pools}",

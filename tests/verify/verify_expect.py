@@ -9,6 +9,7 @@ by the same patterns the roles use (sglang_layers), the unit names from sglang_d
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,7 @@ class HostPlan:
     settings: dict[str, Any]
     model: dict[str, Any]
     gpu_memory_gib: float | None
+    model_inputs: dict[str, Any] | None  # the capacity model's inputs, as the audit judges with them
     install: str
     current_link: str
     build_sha: str
@@ -235,6 +237,12 @@ def _file_names(role: str, bin_dir: str, env_dir: str, unit_dir: str, unit: str)
     script = f"{bin_dir}/{Path(sglang_layers.SCRIPT.format(role=role)).name}"
     env_file = f"{env_dir}/{Path(sglang_layers.ENV_FILE.format(role=role)).name}"
     return script, env_file, f"{unit_dir}/{unit}.service"
+
+
+def _model_inputs(v: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The capacity model's inputs of an engine host, from the model's config.json beside the roles (the audit's)."""
+    config = REPO / "models" / str((v.get("sglang_model") or {}).get("name") or "none") / "config.json"
+    return sglang_declared.model_inputs(v, json.loads(config.read_text())) if config.is_file() else None
 
 
 def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Mapping[str, Any]]) -> HostPlan:
@@ -292,6 +300,7 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
         workers=workers,
         settings=settings,
         model=dict(v.get("sglang_model") or {}),
+        model_inputs=_model_inputs(v),
         gpu_memory_gib=float(v["sglang_gpu_memory_gib"]) if v.get("sglang_gpu_memory_gib") else None,
         install=str(v.get("sglang_engine_install") or ""),
         current_link=str(v.get("sglang_engine_current_link") or "/opt/sglang/current"),

@@ -96,8 +96,6 @@ def snapshot_spec(plan: HostPlan, gpu: bool) -> dict[str, Any]:
             "base_url": s.base_url,
             "health_path": s.health_path,
         }
-        if s.role == "router":
-            item["expected_workers"] = plan.workers
         servers.append(item)
     addresses = {a for s in plan.servers.values() for a, _ in s.listeners}
     return {

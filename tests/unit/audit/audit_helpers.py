@@ -1,4 +1,5 @@
-"""Audit test helpers: run the library modules in-process with the repository's module_utils and a mocked transport.
+"""Audit test helpers: run the library modules in-process with the repository's module_utils and a mocked transport,
+and judge what they read as the audit's report does (sglang_drift.judge).
 
 Inside Ansible the modules import `ansible.module_utils.sglang_*` from the AnsiballZ bundle; here those names are
 aliased to the installed `sglang_envelope` package (the same files).
@@ -32,7 +33,9 @@ for _path in sorted((REPO / "module_utils").glob("sglang_*.py")):
     _name = _path.stem
     sys.modules.setdefault(f"ansible.module_utils.{_name}", importlib.import_module(f"sglang_envelope.{_name}"))
 
+from sglang_envelope.sglang_drift import judge  # noqa: E402
 from sglang_envelope.sglang_live import Reply, TransportError  # noqa: E402
+from sglang_envelope.sglang_schema import normalize  # noqa: E402
 
 
 def load_model(name: str) -> dict[str, Any]:
@@ -144,3 +147,37 @@ def subset(expected: Any, actual: Any, where: str = "") -> Iterator[str]:
                 yield from subset(value, actual[key], f"{where}.{key}")
     elif expected != actual:
         yield f"{where}: expected {expected!r}, got {actual!r}"
+
+
+# What a server is judged against, and the host layers the case states directly (the judge's inputs).
+JUDGE_INPUTS = ("declared", "model", "expected_workers", "declared_files")
+HOST_LAYERS = ("on_disk", "running", "deployed", "restart_pending", "in_progress", "cpus")
+
+
+def audit_server(args: Mapping[str, Any], transport: Any) -> dict[str, Any]:
+    """One server audited as the playbook does it: the sglang_live_info module on the host (`args` minus the judge's
+    inputs), then the controller's judge over its result, the host layers in `args` and the declaration.
+
+    Returns the module's result with the verdict's rows, drift, drift_count and predicted; `live`, `sources` and
+    `notes` are the effective layer judged (with what the judge inferred); the judge's warnings join the module's."""
+    reader = {k: v for k, v in args.items() if k not in JUDGE_INPUTS + HOST_LAYERS}
+    declared = dict(args.get("declared") or {})
+    reader.setdefault("metrics", declared.get("enable_metrics") is not False)
+    result = run_module(load_library("sglang_live_info"), reader, transport)
+    if result.get("failed"):
+        return result
+    role = str(args["role"])
+    host = {k: args[k] for k in HOST_LAYERS if k in args}
+    verdict = judge(
+        role, normalize(role, declared, "declared"), host, result, args.get("model"),
+        declared_files=args.get("declared_files"), expected_workers=args.get("expected_workers"),
+    ).as_dict()  # fmt: skip
+    name = args.get("name") or result["name"]
+    return {
+        **result,
+        **{k: verdict[k] for k in ("rows", "drift", "drift_count", "predicted")},
+        "live": verdict["effective"] or {},
+        "sources": verdict["sources"] or result["sources"],
+        "notes": verdict["notes"] or result["notes"],
+        "warnings_seen": result["warnings_seen"] + [f"{name}: {w}" for w in verdict["warnings"]],
+    }

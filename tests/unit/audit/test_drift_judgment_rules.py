@@ -1,7 +1,8 @@
 """The rules under each drift judgment, pinned value by value: when two layer values mean the same setting
 (`same`), which live facts explain an effective value (`live_context`), what the capacity model predicts
 (`predict`), when the KV pool tells the index-key dtype (`infer_index_k`), which keys and layers a comparison
-holds (`compare`), which layer a departure is charged to (`_judge`) and how one engine is judged (`judge_engine`).
+holds (`compare`), which layer a departure is charged to (`_judge`) and how one server is judged from its
+readers' snapshots (`judge`, `worker_drift`).
 
 Layer values, pools and facts are synthetic unless a case says it uses the lab's DeepSeek-V4-Flash inputs.
 """
@@ -21,13 +22,13 @@ from sglang_envelope.sglang_drift import (
     host_drift,
     infer_index_k,
     interrupted_deploy,
-    judge_engine,
+    judge,
     live_context,
     predict,
     same,
+    worker_drift,
 )
 from sglang_envelope.sglang_flags import REDACTED
-from sglang_envelope.sglang_live import EngineLive
 
 DSV4 = model_inputs("deepseek-v4-flash")
 DECODE = {"tp_size": 4, "context_length": 131072, "disaggregation_mode": "decode"}
@@ -488,22 +489,16 @@ def test_a_pool_cap_is_page_aligned_only_by_a_known_page(page_size: int | None, 
     assert effective_gap("max_total_tokens", 1001, 1000, {}, LiveContext(page_size=page_size), None) == gap
 
 
-# ---------------------------------------------------------------- judge_engine
+# ---------------------------------------------------------------- judge
 
 
-def test_judge_engine_assumes_no_pending_restart() -> None:
+def test_judge_assumes_no_pending_restart() -> None:
     """Without a restart_pending answer, a process value the files lack was started by hand (no model: synthetic)."""
-    engine = EngineLive(effective={"context_length": 65536})
-    audit, predicted, why = judge_engine(
-        "decode",
-        {"context_length": 131072},
-        engine,
-        None,
-        on_disk={"context_length": 131072},
-        running={"context_length": 65536},
-    )
-    assert (predicted, why) == ({}, None)
-    assert [asdict(d) for d in audit.drift] == [
+    live = {"live": {"context_length": 65536}}
+    host = {"on_disk": {"context_length": 131072}, "running": {"context_length": 65536}}
+    verdict = judge("decode", {"context_length": 131072}, host, live, None)
+    assert (verdict.predicted, verdict.warnings) == ({}, [])
+    assert [asdict(d) for d in verdict.drift] == [
         {
             "key": "context_length",
             "layer": "running",
@@ -514,26 +509,106 @@ def test_judge_engine_assumes_no_pending_restart() -> None:
             "explanation": HAND_START,
         }
     ]
-    assert engine == EngineLive(effective={"context_length": 65536})
+    assert live == {"live": {"context_length": 65536}}  # the snapshot is not changed
 
 
-def test_judge_engine_records_the_inferred_index_keys() -> None:
+def test_judge_records_the_inferred_index_keys() -> None:
     """The lab decode engine reports no index-key dtype; its pool equals the bf16 prediction, so bf16 is inferred."""
-    engine = EngineLive(effective={"max_total_tokens": 12822272}, facts={"attn_dp_size": 1})
-    audit, predicted, why = judge_engine("decode", {**DECODE, "bf16_index_k": True}, engine, DSV4)
+    live = {"live": {"max_total_tokens": 12822272}, "live_facts": {"attn_dp_size": 1}}
+    verdict = judge("decode", {**DECODE, "bf16_index_k": True}, None, live, DSV4)
     rule = (
         "inferred from the KV pool: 12,822,272 tokens; the capacity model predicts 12,822,272 with bf16 index keys "
         "and 14,000,128 with fp8 keys, and the pool lies within a quarter of their gap of the bf16 figure"
     )
-    assert (why, predicted["pool_by_index_k"]) == (None, {"bf16": 12822272, "fp8": 14000128})
-    assert engine == EngineLive(
-        effective={"max_total_tokens": 12822272, "bf16_index_k": True},
-        notes={"bf16_index_k": rule},
-        sources={"bf16_index_k": "KV pool size (capacity model)"},
-        facts={"attn_dp_size": 1},
-    )
-    assert audit.drift == []
-    assert _row(audit, "bf16_index_k")["values"] == {"declared": True, "effective": True}
+    assert (verdict.warnings, verdict.predicted["pool_by_index_k"]) == ([], {"bf16": 12822272, "fp8": 14000128})
+    assert verdict.effective == {"max_total_tokens": 12822272, "bf16_index_k": True}
+    assert verdict.notes == {"bf16_index_k": rule}
+    assert verdict.sources == {"bf16_index_k": "KV pool size (capacity model)"}
+    assert verdict.drift == []
+    assert _row(verdict, "bf16_index_k")["values"] == {"declared": True, "effective": True}
+    assert live["live"] == {"max_total_tokens": 12822272}
+
+
+def test_judge_without_a_live_answer_compares_the_files_only() -> None:
+    verdict = judge("decode", {"context_length": 131072}, {"on_disk": {"context_length": 65536}}, {"live": None})
+    assert verdict.effective is None
+    assert _row(verdict, "context_length")["values"] == {"declared": 131072, "on_disk": 65536}
+    assert [(d.key, d.layer, d.layers) for d in verdict.drift] == [("context_length", "on_disk", ["on_disk"])]
+
+
+def test_judge_warns_when_the_model_predicts_nothing() -> None:
+    bad = {**DSV4, "gpu_memory_gib": 1}
+    verdict = judge("decode", DECODE, None, {"live": {}}, bad)
+    assert verdict.predicted == {}
+    (warning,) = verdict.warnings
+    assert warning.startswith("capacity model: ") and warning.endswith("; unset keys are not compared")
+
+
+def test_judge_adds_the_host_findings_to_the_engine_drift() -> None:
+    host = {
+        "on_disk": {"context_length": 131072},
+        "running": {"context_length": 131072},
+        "files": {"script": {"path": "/s", "exists": True, "owner": "root", "group": "root", "mode": "0700"}},
+        "backups": ["/s.1.2026~"],
+        "releases": ["/r/old"],
+        "release_switch": {"to": "r2", "from": "r1", "since": "t"},
+    }
+    declared_files = {"script": {"owner": "root", "group": "root", "mode": "0755"}}
+    verdict = judge("decode", {"context_length": 131072}, host, None, declared_files=declared_files)
+    assert [(d.key, d.severity) for d in verdict.drift] == [
+        ("release", "drift"), ("file:script", "drift"), ("backups", "drift"), ("releases", "info"),
+    ]  # fmt: skip
+    assert verdict.as_dict()["drift_count"] == 3
+
+
+def test_judge_router_limits_come_from_its_argv_and_the_hosts_cores() -> None:
+    host = {"on_disk": {"port": 8000}, "running": {"port": 8000}, "cpus": 8}
+    verdict = judge("router", {"port": 8000}, host, {"router": {"workers": []}}, expected_workers={})
+    assert verdict.effective is not None
+    assert verdict.effective["max_concurrent_requests"] == 8192
+    assert verdict.notes["max_concurrent_requests"] == "-1: smg derives 1024 per core (8), at least 4096"
+    assert verdict.sources == {"*": "running argv + smg defaults"}
+    assert verdict.drift == []
+
+
+def test_judge_router_without_argv_says_so() -> None:
+    verdict = judge("router", {"port": 8000}, {"on_disk": {"port": 8000}, "running": None}, None)
+    assert verdict.effective is None
+    assert verdict.notes == {"*": "the router's argv is unknown: smg reports no limits over HTTP"}
+
+
+EXPECTED = {"prefill": [{"url": "http://10.0.0.1:30000/", "bootstrap_port": 8998}], "decode": ["http://10.0.0.2:30001"]}
+
+
+def test_worker_drift_names_missing_and_unexpected_workers() -> None:
+    workers = [
+        {"type": "prefill", "url": "http://10.0.0.1:30000", "healthy": True},
+        {"type": "decode", "url": "http://10.0.0.9:30001/", "healthy": True},
+    ]
+    assert [asdict(d) for d in worker_drift(workers, EXPECTED)] == [
+        {
+            "key": "workers", "layer": "effective", "layers": ["effective"], "declared": "http://10.0.0.2:30001",
+            "live": None, "severity": "drift",
+            "explanation": "decode worker http://10.0.0.2:30001 missing: the router does not route to it; site.yml "
+            "puts it back",
+        },
+        {
+            "key": "workers", "layer": "effective", "layers": ["effective"], "declared": None,
+            "live": "http://10.0.0.9:30001", "severity": "drift",
+            "explanation": "decode worker http://10.0.0.9:30001 unexpected: the inventory does not declare it",
+        },
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(None, EXPECTED), ([], None)])
+def test_worker_drift_needs_both_lists(workers: list[dict[str, Any]] | None, expected: Any) -> None:
+    assert worker_drift(workers, expected) == []
+
+
+def test_worker_drift_in_the_router_verdict() -> None:
+    live = {"router": {"workers": [{"type": "prefill", "url": "http://10.0.0.1:30000", "healthy": True}]}}
+    verdict = judge("router", {}, {"running": {}}, live, expected_workers=EXPECTED)
+    assert [(d.key, d.declared) for d in verdict.drift] == [("workers", "http://10.0.0.2:30001")]
 
 
 # ---------------------------------------------------------------- host findings

@@ -1,11 +1,12 @@
 """The audit beyond the envelope keys: owner, group and mode of the files, leftover backups, interrupted deploys
-(library/sglang_layers.py reading, module_utils/sglang_drift.py judging)."""
+(library/sglang_layers_info.py reading, module_utils/sglang_drift.py judging: host_drift, as judge calls it)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from audit_helpers import load_cases, load_library, run_module
 from sglang_envelope.sglang_drift import compare, files_to_write, host_drift, interrupted_deploy
 from test_sglang_layers import CASES, TICKS, build_host
 
-layers = load_library("sglang_layers")
+layers = load_library("sglang_layers_info")
 SCRIPT, ENV, UNIT = (
     "/opt/sglang/bin/serve_dsv4_decode.sh",
     "/etc/sglang/dsv4-decode.env",
@@ -44,11 +45,16 @@ def _host(tmp_path: Path, facts: dict[str, Any] | None = None) -> Any:
     return host
 
 
-def _run(tmp_path: Path, host: Any, **extra: Any) -> dict[str, Any]:
-    args = {"role": "decode", "name": "lab1", "declared_files": DECLARED, "facts_file": FACTS, **extra}
+def _run(tmp_path: Path, host: Any, declared_files: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """The module's result, with the drift the judge finds on the host side (`drift`)."""
+    args = {"role": "decode", "name": "lab1", "facts_file": FACTS, **extra}
     result = run_module(layers, args, host=host)
     assert not result.get("failed"), result.get("msg")
-    return result
+    drift = host_drift(
+        result["files"], DECLARED if declared_files is None else declared_files, result["backups"], result["deployed"],
+        result["in_progress"], result["releases"], result["release_switch"],
+    )  # fmt: skip
+    return {**result, "drift": [asdict(d) for d in drift]}
 
 
 @pytest.fixture(autouse=True)

@@ -128,7 +128,7 @@ def test_snapshot_script_prints_no_key(tmp_path: Path) -> None:
     assert SECRET not in run.stdout and ADMIN_SECRET not in run.stdout
     live = json.loads(run.stdout)["servers"]["decode"]["live"]
     assert live["status"] == "ok", live["errors"]
-    assert live["engine"]["effective"]["max_total_tokens"] == 11_159_040
+    assert live["live"]["max_total_tokens"] == 11_159_040
     assert f"Bearer {SECRET}" in seen
 
 

@@ -25,6 +25,7 @@ import pytest
 from audit_helpers import SECRET, fixture_body
 from loopback import Handler, closed_port, http_server, silent_port
 from sglang_envelope import sglang_live as live_module
+from sglang_envelope.sglang_drift import worker_drift
 from sglang_envelope.sglang_live import (
     IGNORED,
     INDEX_K_DTYPE_SOURCE,
@@ -36,7 +37,6 @@ from sglang_envelope.sglang_live import (
     _typed,
     classify,
     describe,
-    expected_worker_urls,
     fetch,
     normalize_engine,
     parse_metrics,
@@ -1325,27 +1325,28 @@ def test_reduce_workers_refuses_a_body_without_a_list(body: Any) -> None:
 @pytest.mark.parametrize(
     ("expected", "urls"),
     [
-        (None, {"prefill": set(), "decode": set()}),
+        ({}, []),
         (
             {
                 "prefill": ["http://p:1/", {"url": "http://p:2"}],
                 "decode": [{"url": "http://d:1//"}, "http://DECODE-X/"],
                 "regular": ["http://r:1"],
             },
-            {"prefill": {"http://p:1", "http://p:2"}, "decode": {"http://d:1", "http://DECODE-X"}},
+            ["decode http://DECODE-X", "decode http://d:1", "prefill http://p:1", "prefill http://p:2"],
         ),
-        ({"prefill": None}, {"prefill": set(), "decode": set()}),
+        ({"prefill": None}, []),
     ],
 )
-def test_expected_worker_urls(expected: dict[str, Any] | None, urls: dict[str, set[str]]) -> None:
-    assert expected_worker_urls(expected) == urls
+def test_expected_worker_urls_are_normalized(expected: dict[str, Any], urls: list[str]) -> None:
+    """The inventory's workers, dicts or plain URLs, without trailing slashes; only prefill and decode count."""
+    missing = [d.explanation.split(" missing:")[0].replace(" worker ", " ") for d in worker_drift([], expected)]
+    assert missing == urls
 
 
-def test_read_router_ready_with_the_expected_workers() -> None:
+def test_read_router_ready_with_its_workers() -> None:
     seen: Seen = []
-    expected = {"prefill": ["http://127.0.0.1:30000/"], "decode": [{"url": "http://127.0.0.1:30001"}]}
     with http_server(answering(router_bodies(), seen)) as url:
-        result = read_router(UrllibTransport(), url, api_key=SECRET, timeout=5, host="h", expected=expected)
+        result = read_router(UrllibTransport(), url, api_key=SECRET, timeout=5, host="h")
     assert (result.status, result.errors, result.warnings, result.engine) == ("ok", [], [], None)
     assert result.router == {
         "ready": True,
@@ -1356,8 +1357,6 @@ def test_read_router_ready_with_the_expected_workers() -> None:
             {"url": "http://127.0.0.1:30000", "type": "prefill", "healthy": True},
             {"url": "http://127.0.0.1:30001", "type": "decode", "healthy": True},
         ],
-        "missing_workers": [],
-        "unexpected_workers": [],
         "unhealthy_workers": [],
     }
     assert paths(seen) == ["/readiness", "/workers"]
@@ -1382,10 +1381,9 @@ def test_read_router_not_ready_is_a_warning(readiness: tuple[int, bytes], ready:
     assert result.router is not None
     assert (result.router["ready"], result.router["readiness"]) == (ready, said)
     assert result.warnings == [f"h: {url}/readiness: not ready ({said})"]
-    assert "missing_workers" not in result.router and "unexpected_workers" not in result.router
 
 
-def test_read_router_compares_workers_with_the_expected_ones() -> None:
+def test_read_router_lists_the_workers_and_the_unhealthy_ones() -> None:
     workers = [  # synthetic, bare-list shape
         {"url": "http://p1/", "worker_type": "prefill"},
         {"url": "http://d1", "worker_type": "decode", "is_healthy": False},
@@ -1396,17 +1394,19 @@ def test_read_router_compares_workers_with_the_expected_ones() -> None:
         {"/readiness": Reply(200, js(fixture_body("router_readiness.json"))), "/workers": Reply(200, js(workers))}
     )
     expected = {"prefill": ["http://p1", "http://p2"], "decode": [{"url": "http://d1/"}, {"url": "http://d0"}]}
-    result = read_router(transport, "http://r:1", host="h", expected=expected)
+    result = read_router(transport, "http://r:1", host="h")
     assert result.router is not None
-    assert result.router["missing_workers"] == ["decode http://d0", "prefill http://p2"]
-    assert result.router["unexpected_workers"] == ["regular http://r1", "regular http://r2"]
+    drift = worker_drift(result.router["workers"], expected)
+    assert [(d.declared, d.live) for d in drift] == [
+        ("http://d0", None), ("http://p2", None), (None, "http://r1"), (None, "http://r2"),
+    ]  # fmt: skip
     assert result.router["unhealthy_workers"] == ["decode http://d1", "regular http://r2"]
     assert (result.status, result.errors, result.warnings) == ("ok", [], [])
 
 
 def test_read_router_without_a_worker_list() -> None:
     transport = Recorder({"/readiness": Reply(200, js(fixture_body("router_readiness.json")))})
-    result = read_router(transport, "http://r:1", host="h", expected={"decode": ["http://d1"]})
+    result = read_router(transport, "http://r:1", host="h")
     assert result.status == "error"
     assert result.errors == ["h: GET http://r:1/workers: absent (404 Not Found)"]
     assert result.router == {"ready": True, "readiness": "ready", "healthy_workers": 2, "total_workers": 2}

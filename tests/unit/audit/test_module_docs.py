@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from audit_helpers import REPO, FixtureTransport, load_library, run_module
+from audit_helpers import REPO, FixtureTransport, load_cases, load_library, run_module
+from test_sglang_layers import CASES, TICKS, build_host
 
-MODULES = ("sglang_limits", "sglang_layers", "sglang_audit_report")
+MODULES = ("sglang_live_info", "sglang_layers_info", "sglang_audit_report")
 ANSIBLE_DOC = Path(sys.executable).with_name("ansible-doc")
 
 
@@ -38,8 +40,8 @@ def test_argument_spec_matches_the_documented_options(name: str) -> None:
     assert in_spec == documented, documented - in_spec
 
 
-def test_sglang_limits_returns_what_return_documents() -> None:
-    module = load_library("sglang_limits")
+def test_live_info_returns_what_return_documents() -> None:
+    module = load_library("sglang_live_info")
     documented = set(yaml.safe_load(module.RETURN))
     engine = {"/server_info": {"fixture": "server_info_decode.json"}, "/v1/models": {"fixture": "models.json"}}
     router = {"/readiness": {"fixture": "router_readiness.json"}, "/workers": {"fixture": "router_workers.json"}}
@@ -50,7 +52,17 @@ def test_sglang_limits_returns_what_return_documents() -> None:
     assert returned == documented, (returned - documented, documented - returned)
 
 
-@pytest.mark.parametrize("name", ["sglang_layers", "sglang_audit_report"])
+def test_layers_info_returns_what_return_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sysconf", lambda name: TICKS if name == "SC_CLK_TCK" else os.sysconf(name))
+    case = next(p.values[0] for p in load_cases(CASES) if p.id == "decode_files_and_process_agree")
+    module = load_library("sglang_layers_info")
+    result = run_module(module, {"role": "decode", "facts_file": ""}, host=build_host(tmp_path, case))
+    documented = set(yaml.safe_load(module.RETURN))
+    returned = set(result) - {"changed", "invocation"}
+    assert returned == documented, (returned - documented, documented - returned)
+
+
+@pytest.mark.parametrize("name", ["sglang_audit_report"])
 def test_other_modules_document_every_returned_key(name: str) -> None:
     module = load_library(name)
     documented = set(yaml.safe_load(module.RETURN))

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_envelope.sglang_plan import Fleet
-from sglang_envelope.sglang_report import Server, build, fleet_capacity, render_text, server_from_record
+from sglang_envelope.sglang_report import Report, Server, build, fleet_capacity, render_text, server_from_record
 
 LIVE = {"context_length": 65536, "max_total_tokens": 1_000_000, "max_running_requests": 64, "page_size": 256}
 
 
-def _record(**limits: Any) -> dict[str, Any]:
-    return {"host": "gpu1", "role": "decode", "limits": limits}
+def _record(**live: Any) -> dict[str, Any]:
+    return {"host": "gpu1", "role": "decode", "live": {"live": {}, **live}}
 
 
 def test_the_index_key_note_keeps_a_trailing_capital_x() -> None:
@@ -28,7 +28,8 @@ def test_the_index_key_note_keeps_a_trailing_capital_x() -> None:
 
 def test_a_drift_line_keeps_a_trailing_capital_x() -> None:
     drift = {"key": "page_size", "layer": "running", "layers": ["running", "effective"], "severity": "drift"}
-    report = build([_record(drift=[{**drift, "explanation": "restarted by hand on host X"}])])
+    server = Server("gpu1", "decode", "drift", drift=[{**drift, "explanation": "restarted by hand on host X"}])
+    report = Report([server], fleet_capacity([server]))
     assert render_text(report).splitlines()[:2] == [
         "gpu1 decode (version unknown): DRIFT",
         "  drift: page_size from running [running,effective]: restarted by hand on host X",
@@ -48,8 +49,8 @@ def test_the_declared_workload_adds_the_p90_admission_risk() -> None:
     """1,000,000 tokens hold 15 calls of 65,536 and 64 (the running cap) of the declared p90 of 8,192: a router
     admitting 200 is beyond both; without the declaration only the full-context risk is judged."""
     records = [
-        {"host": "gpu1", "role": "decode", "limits": {"live": dict(LIVE)}},
-        {"host": "r", "role": "router", "limits": {"live": {"max_concurrent_requests": 200}}},
+        {"host": "gpu1", "role": "decode", "live": {"live": dict(LIVE)}},
+        {"host": "r", "role": "router", "layers": {"running": {"max_concurrent_requests": 200}}},
     ]
     declared = Fleet({"gpu1": {"sglang_workload": {"p90_context_tokens": 8192}}, "r": {}}, {})
     with_declaration = build(records, declared=declared).risks

@@ -71,12 +71,12 @@ UNREACHABLE_CASES = [
     ("layers_reason", {"layers": {"unreachable": True, "reason": "refused"}}, "h1: host unreachable: refused"),
     ("layers_nothing", {"layers": {"unreachable": True}}, "h1: host unreachable: no result"),
     (
-        "layers_before_limits",
-        {"layers": {"unreachable": True, "msg": "a"}, "limits": {"unreachable": True, "msg": "b"}},
+        "layers_before_live",
+        {"layers": {"unreachable": True, "msg": "a"}, "live": {"unreachable": True, "msg": "b"}},
         "h1: host unreachable: a",
     ),
-    ("limits_msg", {"layers": {"msg": "a"}, "limits": {"unreachable": True, "msg": "b"}}, "h1: host unreachable: b"),
-    ("limits_nothing", {"limits": {"unreachable": True}}, "h1: host unreachable: no result"),
+    ("live_msg", {"layers": {"msg": "a"}, "live": {"unreachable": True, "msg": "b"}}, "h1: host unreachable: b"),
+    ("live_nothing", {"live": {"unreachable": True}}, "h1: host unreachable: no result"),
     (
         "record_over_layers",
         {"host_unreachable": "gone", "layers": {"unreachable": True, "msg": "a"}},
@@ -87,7 +87,7 @@ UNREACHABLE_CASES = [
 
 @pytest.mark.parametrize(("extra", "error"), [pytest.param(c[1], c[2], id=c[0]) for c in UNREACHABLE_CASES])
 def test_unreachable_entry_names_why(extra: dict[str, Any], error: str) -> None:
-    """An unreachable host or engine: only the reason, from the record, the layers or the limits (else no result)."""
+    """An unreachable host or engine: only the reason, from the record, the layers or the live read (else no result)."""
     server = server_from_record({"host": "h1", "role": "decode", **extra})
     assert asdict(server) == asdict(Server("h1", "decode", "unreachable", errors=[error]))
 
@@ -95,11 +95,11 @@ def test_unreachable_entry_names_why(extra: dict[str, Any], error: str) -> None:
 FAILED_CASES = [
     ("record", {"failed": "systemctl show failed (rc=1)"}, "systemctl show failed (rc=1)"),
     ("layers_msg", {"layers": {"failed": True, "msg": "bad unit"}}, "bad unit"),
-    ("limits_reason", {"limits": {"failed": True, "reason": "HTTP 500"}}, "HTTP 500"),
-    ("limits_nothing", {"limits": {"failed": True}}, "no result"),
+    ("live_reason", {"live": {"failed": True, "reason": "HTTP 500"}}, "HTTP 500"),
+    ("live_nothing", {"live": {"failed": True}}, "no result"),
     (
         "both",
-        {"layers": {"failed": True, "msg": "bad unit"}, "limits": {"failed": True, "reason": "HTTP 500"}},
+        {"layers": {"failed": True, "msg": "bad unit"}, "live": {"failed": True, "reason": "HTTP 500"}},
         "bad unit; HTTP 500",
     ),
     ("record_first", {"failed": "rc=2", "layers": {"failed": True, "msg": "bad unit"}}, "rc=2"),
@@ -114,13 +114,17 @@ def test_failed_task_entry_names_why(extra: dict[str, Any], why: str) -> None:
     assert asdict(server) == asdict(expected)
 
 
-def test_entry_keeps_what_the_modules_report() -> None:
-    """A read server keeps rows, drift of both modules, problems, warnings, notes, live facts and layer fields."""
-    row = _row("context_length", _all(65536))
+def test_entry_keeps_what_the_readers_report_and_the_verdict() -> None:
+    """A read server is judged here: rows and drift from the judge (envelope keys and host findings), problems,
+    warnings, notes, live facts and layer fields from the readers."""
+    envelope = {"context_length": 65536}
     record = {
         "host": "gpu1",
         "role": "decode",
+        "declared": envelope,
         "layers": {
+            "on_disk": envelope,
+            "running": envelope,
             "running_source": "proc",
             "restart_pending": False,
             "edited_since_deploy": ["env_file"],
@@ -129,42 +133,51 @@ def test_entry_keeps_what_the_modules_report() -> None:
             "in_progress": None,
             "backups": ["b1"],
             "release_switch": None,
-            "drift": [{"key": "backups", "severity": "drift"}],
             "problems": ["unit file unreadable"],
             "notes": ["layer note"],
             "ignored": "not kept",
         },
-        "limits": {
+        "live": {
             "endpoint": "http://10.0.0.1:30001",
             "version": "0.5.9",
-            "rows": [row],
-            "drift": [{"key": "context_length", "severity": "info"}],
             "errors": ["metrics unreadable"],
             "warnings_seen": ["a warning"],
             "live": {"context_length": 65536},
             "load": {"running": 1},
             "live_facts": {"attn_dp_size": 1},
-            "predicted": {"dsv4": True},
             "router": {"ready": True},
             "sources": {"bf16_index_k": "/server_info"},
             "notes": {"bf16_index_k": "reported"},
         },
     }
-    assert asdict(server_from_record(record)) == {
+    entry = asdict(server_from_record(record))
+    rows = {r["key"]: r for r in entry.pop("rows")}
+    assert rows["context_length"] == {
+        "key": "context_length",
+        "limit": True,
+        "values": {"declared": 65536, "on_disk": 65536, "running": 65536, "effective": 65536},
+        "marks": {},
+    }
+    assert set(rows) >= {"max_total_tokens", "max_running_requests"}  # every limit has a row
+    backups = (
+        "backup copies left by a deploy that did not finish (a finished deploy removes them once the server passed "
+        "its gate): rerun site.yml"
+    )
+    assert entry == {
         "host": "gpu1",
         "role": "decode",
         "status": "error",
         "endpoint": "http://10.0.0.1:30001",
         "version": "0.5.9",
-        "rows": [row],
-        "drift": [{"key": "context_length", "severity": "info"}, {"key": "backups", "severity": "drift"}],
+        "drift": [{"key": "backups", "layer": "on_disk", "layers": ["on_disk"], "declared": [], "live": ["b1"],
+                   "severity": "drift", "explanation": backups}],
         "errors": ["metrics unreadable", "unit file unreadable"],
         "warnings": ["a warning"],
         "notes": ["layer note", "effective bf16_index_k from /server_info: reported"],
         "live": {"context_length": 65536},
         "load": {"running": 1},
         "live_facts": {"attn_dp_size": 1},
-        "predicted": {"dsv4": True},
+        "predicted": {},
         "router": {"ready": True},
         "layers": {
             "running_source": "proc",
@@ -177,30 +190,38 @@ def test_entry_keeps_what_the_modules_report() -> None:
             "release_switch": None,
         },
         "capacity": {},
-    }
+    }  # fmt: skip
+
+
+def test_entry_warns_when_the_model_predicts_nothing() -> None:
+    record = {"host": "h", "role": "decode", "declared": {}, "live": {"live": {}},
+              "model": {"config": {"architectures": ["X"]}, "gpu_memory_gib": 1}}  # fmt: skip
+    (warning,) = server_from_record(record).warnings
+    assert warning.startswith("h: capacity model: ") and warning.endswith("; unset keys are not compared")
 
 
 STATUS_CASES = [
-    ("clean", {}, {}, "ok"),
-    ("info_only", {"drift": [{"severity": "info"}]}, {}, "ok"),
-    ("limits_drift", {"drift": [{"severity": "info"}, {"severity": "drift"}]}, {}, "drift"),
-    ("layers_drift", {}, {"drift": [{"severity": "drift"}]}, "drift"),
-    ("error_over_drift", {"errors": ["x"], "drift": [{"severity": "drift"}]}, {}, "error"),
-    ("problem_is_error", {}, {"problems": ["x"]}, "error"),
-    ("engine_down", {"status": "unreachable", "errors": ["x"]}, {}, "unreachable"),
+    ("clean", {}, {}, {}, "ok"),
+    ("info_only", {}, {"releases": ["/opt/sglang/releases/old"]}, {}, "ok"),
+    ("live_drift", {"live": {"context_length": 1}}, {}, {"context_length": 2}, "drift"),
+    ("layers_drift", {}, {"backups": ["b"]}, {}, "drift"),
+    ("error_over_drift", {"errors": ["x"], "live": {"context_length": 1}}, {}, {"context_length": 2}, "error"),
+    ("problem_is_error", {}, {"problems": ["x"]}, {}, "error"),
+    ("engine_down", {"status": "unreachable", "errors": ["x"]}, {}, {}, "unreachable"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("limits", "layers", "status"), [pytest.param(c[1], c[2], c[3], id=c[0]) for c in STATUS_CASES]
+    ("live", "layers", "declared", "status"), [pytest.param(*c[1:], id=c[0]) for c in STATUS_CASES]
 )
-def test_entry_status(limits: dict[str, Any], layers: dict[str, Any], status: str) -> None:
+def test_entry_status(live: dict[str, Any], layers: dict[str, Any], declared: dict[str, Any], status: str) -> None:
     """Status: engine unreachable, else error, else drift (severity drift only), else ok."""
-    assert server_from_record({"host": "h", "role": "decode", "limits": limits, "layers": layers}).status == status
+    record = {"host": "h", "role": "decode", "live": live, "layers": layers, "declared": declared}
+    assert server_from_record(record).status == status
 
 
 @pytest.mark.parametrize(
-    ("limits", "notes"),
+    ("live", "notes"),
     [
         ({}, []),
         ({"notes": {"bf16_index_k": "ignored without a source"}}, []),
@@ -212,9 +233,10 @@ def test_entry_status(limits: dict[str, Any], layers: dict[str, Any], status: st
         ({"sources": {"bf16_index_k": "x"}, "notes": {"other": "y"}}, ["effective bf16_index_k from x"]),
     ],
 )
-def test_index_key_note(limits: dict[str, Any], notes: list[str]) -> None:
-    """Where the effective bf16_index_k came from, when the limits module says so."""
-    assert server_from_record({"host": "h", "role": "decode", "limits": limits}).notes == notes
+def test_index_key_note(live: dict[str, Any], notes: list[str]) -> None:
+    """Where the effective bf16_index_k came from, when the live read says so."""
+    record = {"host": "h", "role": "decode", "live": {"live": {}, **live}}
+    assert server_from_record(record).notes == notes
 
 
 # ---------------------------------------------------------------- capacity
@@ -395,12 +417,12 @@ def test_build_orders_servers_and_caps_the_ladder_at_the_routers() -> None:
     """Prefill, decode, router, then others, each by host; capacity for reachable engines only (not routers),
     its ladder capped at the routers' sum."""
     records = [
-        {"host": "z", "role": "router", "limits": {"live": {"max_concurrent_requests": 10}}},
-        {"host": "a", "role": "router", "limits": {"live": {**LIVE, "max_concurrent_requests": 6}}},
+        {"host": "z", "role": "router", "layers": {"running": {"max_concurrent_requests": 10}}},
+        {"host": "a", "role": "router", "layers": {"running": {"max_concurrent_requests": 6}}},
         {"host": "m", "role": "host", "host_unreachable": "down"},
-        {"host": "b", "role": "decode", "limits": {"live": dict(LIVE)}},
-        {"host": "a", "role": "decode", "limits": {"status": "unreachable", "live": dict(LIVE)}},
-        {"host": "c", "role": "prefill", "limits": {"live": dict(LIVE)}},
+        {"host": "b", "role": "decode", "live": {"live": dict(LIVE)}},
+        {"host": "a", "role": "decode", "live": {"status": "unreachable", "live": dict(LIVE)}},
+        {"host": "c", "role": "prefill", "live": {"live": dict(LIVE)}},
     ]
     report = build(records, fail_on_drift=False)
     assert [(s.role, s.host) for s in report.servers] == [
@@ -423,9 +445,9 @@ def test_build_orders_servers_and_caps_the_ladder_at_the_routers() -> None:
 
 
 def test_build_without_router_caps_leaves_the_ladder_uncapped() -> None:
-    """Routers without a cap (or none) add no router bound to the ladder."""
-    records = [{"host": "b", "role": "decode", "limits": {"live": dict(LIVE)}},
-               {"host": "r", "role": "router", "limits": {"live": {"queue_size": 4}}}]  # fmt: skip
+    """Routers without a cap (max_concurrent_requests 0) add no router bound to the ladder."""
+    records = [{"host": "b", "role": "decode", "live": {"live": dict(LIVE)}},
+               {"host": "r", "role": "router", "layers": {"running": {"max_concurrent_requests": 0}}}]  # fmt: skip
     decode = build(records).servers[0]
     assert {r["binding"] for r in decode.capacity["table"]} == {"max_running_requests", "kv_pool"}
 

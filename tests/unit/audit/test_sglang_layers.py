@@ -1,4 +1,4 @@
-"""library/sglang_layers.py against hosts built under a temporary root (cases in the .yaml file)."""
+"""library/sglang_layers_info.py against hosts built under a temporary root (cases in the .yaml file)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sglang_envelope.sglang_layers import HostFiles, parse_systemctl_show, parse
 CASES = Path(__file__).with_suffix(".yaml")
 BOOT, START_TICKS, TICKS = 1_700_000_000, 100_000, 100
 BEFORE, AFTER = BOOT + 500, BOOT + 2_000  # the process starts at BOOT + 1000
-layers = load_library("sglang_layers")
+layers = load_library("sglang_layers_info")
 
 
 def _write(root: Path, path: str, data: bytes | str, mtime: float | None = None) -> None:

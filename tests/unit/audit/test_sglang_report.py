@@ -13,10 +13,10 @@ from audit_helpers import SECRET, FixtureTransport, load_library, model_inputs, 
 from sglang_envelope import sglang_report
 from sglang_envelope.sglang_report import build, render_markdown, render_text, write
 
-CASES = yaml.safe_load(Path(__file__).with_name("test_sglang_limits.yaml").read_text())
+CASES = yaml.safe_load(Path(__file__).with_name("test_server_audit.yaml").read_text())
 DECODE = CASES["declared"]["decode"]
 ROUTER = CASES["declared"]["router"]
-limits_module = load_library("sglang_limits")
+live_module = load_library("sglang_live_info")
 report_module = load_library("sglang_audit_report")
 
 HTTP = {
@@ -43,28 +43,22 @@ def decode_record(
         table["/server_info"] = {"fixture": "server_info_decode.json", "patch": patch}
         table["/v1/loads"] = {"fixture": "loads_decode.json", "patch": {"loads.0.max_total_num_tokens": pool}}
         table["/metrics"] = {"status": 404, "raw": '{"detail":"Not Found"}'}
-    args = {
-        "endpoint": "http://127.0.0.1:30001",
-        "role": "decode",
-        "api_key": SECRET,
-        "name": host,
-        "declared": {**DECODE, **declared},
-        "running": {**DECODE, **declared},
-        "on_disk": {**DECODE, **declared},
-        "model": model_inputs("deepseek-v4-flash"),
-    }
-    limits = run_module(limits_module, args, FixtureTransport(table))
-    layers = {"running_source": "proc", "restart_pending": False, "problems": [], "notes": []}
-    return {"host": host, "role": "decode", "layers": layers, "limits": limits}
+    args = {"endpoint": "http://127.0.0.1:30001", "role": "decode", "api_key": SECRET, "name": host}
+    live = run_module(live_module, args, FixtureTransport(table))
+    envelope = {**DECODE, **declared}
+    layers = {"running_source": "proc", "restart_pending": False, "problems": [], "notes": [],
+              "on_disk": envelope, "running": envelope}  # fmt: skip
+    return {"host": host, "role": "decode", "layers": layers, "live": live, "declared": envelope,
+            "model": model_inputs("deepseek-v4-flash")}  # fmt: skip
 
 
 def router_record(**declared: Any) -> dict[str, Any]:
     envelope = {**ROUTER, **declared}
-    args = {"endpoint": "http://127.0.0.1:8000", "role": "router", "name": "lab1", "declared": envelope,
-            "running": envelope, "on_disk": envelope}  # fmt: skip
-    limits = run_module(limits_module, args, FixtureTransport(ROUTER_HTTP))
-    layers = {"running_source": "files", "restart_pending": False, "problems": [], "notes": []}
-    return {"host": "lab1", "role": "router", "layers": layers, "limits": limits}
+    args = {"endpoint": "http://127.0.0.1:8000", "role": "router", "name": "lab1"}
+    live = run_module(live_module, args, FixtureTransport(ROUTER_HTTP))
+    layers = {"running_source": "files", "restart_pending": False, "problems": [], "notes": [],
+              "on_disk": envelope, "running": envelope}  # fmt: skip
+    return {"host": "lab1", "role": "router", "layers": layers, "live": live, "declared": envelope}
 
 
 def test_clean_fleet_passes_and_names_the_binding_limit() -> None:
@@ -136,7 +130,7 @@ def test_unreachable_host_is_reported_as_such_never_as_drift() -> None:
     records = [
         decode_record(),
         {"host": "gpu7", "role": "decode", "layers": {"unreachable": True, "msg": "ssh: connect timed out"},
-         "limits": {"skipped": True}},
+         "live": {"skipped": True}},
         {"host": "gpu8", "role": "host", "host_unreachable": "the audit did not read this host"},
     ]  # fmt: skip
     report = build(records, fail_on_drift=False)
@@ -151,9 +145,9 @@ def test_unreachable_host_is_reported_as_such_never_as_drift() -> None:
 
 def test_engine_down_is_unreachable_and_a_read_error_is_an_error() -> None:
     down = decode_record()
-    down["limits"] = run_module(
-        limits_module,
-        {"endpoint": "http://127.0.0.1:30001", "role": "decode", "name": "lab1", "declared": DECODE},
+    down["live"] = run_module(
+        live_module,
+        {"endpoint": "http://127.0.0.1:30001", "role": "decode", "name": "lab1"},
         FixtureTransport({p: {"error": "unreachable", "reason": "refused"} for p in HTTP}),
     )
     failed = {"host": "lab2", "role": "prefill", "failed": "systemctl show failed (rc=1)"}

@@ -2,7 +2,7 @@
 facts and timeout it uses, which findings become series), the exact textfile it writes, how it writes it, and its
 command line.
 
-The engine answers are the audit's case table (tests/unit/audit/test_sglang_limits.yaml: SGLang 0.5.23's own
+The engine answers are the audit's case table (tests/unit/audit/test_server_audit.yaml: SGLang 0.5.23's own
 bodies, patched where a case says so); the hosts are built under a temporary root."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sglang_envelope.sglang_schema import EnvelopeError  # noqa: E402
 from test_sglang_layers import CASES as LAYER_CASES  # noqa: E402
 from test_sglang_layers import TICKS, build_host  # noqa: E402
 
-ENGINE_CASES = {p.id: p.values[0] for p in load_cases(AUDIT / "test_sglang_limits.yaml")}
+ENGINE_CASES = {p.id: p.values[0] for p in load_cases(AUDIT / "test_server_audit.yaml")}
 SCRIPT = "/opt/sglang/bin/serve_dsv4_decode.sh"
 ENV = "/etc/sglang/dsv4-decode.env"
 FACTS = "/etc/ansible/facts.d/sglang.fact"

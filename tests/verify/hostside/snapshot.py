@@ -11,7 +11,6 @@ Usage: python3 snapshot.pyz '<JSON spec>'   (the spec is built by tests/verify/v
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import grp
 import json
@@ -278,7 +277,7 @@ def layers_of(server: dict[str, Any], facts_file: str) -> dict[str, Any]:
     layers = sglang_layers.read_layers(
         server["role"], server["unit"], server["script"], server["env_file"], facts_file, host
     )
-    return dataclasses.asdict(layers)
+    return layers.snapshot()
 
 
 def live_of(server: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -286,19 +285,12 @@ def live_of(server: dict[str, Any], timeout: float) -> dict[str, Any]:
     transport = sglang_live.UrllibTransport()
     name = socket.gethostname()
     if server["role"] == "router":
-        result = sglang_live.read_router(
-            transport,
-            server["base_url"],
-            api_key=api_key,
-            timeout=timeout,
-            host=name,
-            expected=server.get("expected_workers"),
-        )
+        result = sglang_live.read_router(transport, server["base_url"], api_key=api_key, timeout=timeout, host=name)
     else:
         result = sglang_live.read_engine(
             transport, server["base_url"], server["role"], api_key=api_key, timeout=timeout, host=name
         )
-    return dataclasses.asdict(result)
+    return result.snapshot()
 
 
 def main() -> int:

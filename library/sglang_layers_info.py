@@ -4,24 +4,15 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import asdict
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_declared import UNIT_NAMES
-from ansible.module_utils.sglang_drift import host_drift
-from ansible.module_utils.sglang_layers import (
-    ENV_FILE,
-    SCRIPT,
-    HostFiles,
-    read_layers,
-    release_leftovers,
-    release_switch,
-)
+from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
 
 DOCUMENTATION = r"""
 ---
-module: sglang_layers
+module: sglang_layers_info
 short_description: Read the on-disk and running limits of one SGLang engine or smg router on its host
 description:
   - "On disk: parses the C(exec) line of the serve script and the environment file back into envelope keys with the
@@ -34,6 +25,8 @@ description:
     otherwise it is unknown.
   - Also returns the envelope the last deploy recorded in the local facts file.
   - Secrets are redacted (C(<redacted>)); the raw environment is never returned. Never changes anything.
+  - It only reads. The controller judges what it returns against the declaration (the audit's report,
+    module_utils/sglang_drift.py C(judge)).
 version_added: "1.0.0"
 author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
@@ -67,16 +60,11 @@ options:
   name:
     description: Host name used in messages. Defaults to the host's name.
     type: str
-  declared_files:
-    description:
-      - Owner, group and mode the roles declare for the C(script), C(env_file) and C(unit) (the sglang_common role's
-        C(sglang_common_file_modes)). A file that differs is drift. Omitted, the metadata is only read.
-    type: dict
   releases_dir:
     description:
       - Engine releases folder (the C(current) and C(previous) links lie beside it). Releases the deploy would not
-        keep (not linked, beyond the newest O(keep_releases) + 1, or without C(manifest.json)) are shown as
-        information. Omitted, releases are not read.
+        keep (not linked, beyond the newest O(keep_releases) + 1, or without C(manifest.json)) are listed in
+        RV(releases), an unfinished release switch in RV(release_switch). Omitted, neither is read.
     type: path
   keep_releases:
     description: How many of the newest releases the deploy keeps besides the one it installs.
@@ -92,12 +80,12 @@ options:
     type: bool
     default: false
 seealso:
-  - module: sglang_limits
+  - module: sglang_live_info
 """
 
 EXAMPLES = r"""
 - name: Read the decode engine's files and process
-  sglang_layers:
+  sglang_layers_info:
     role: decode
   register: decode_layers
 
@@ -108,6 +96,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+role:
+  description: The server's role (O(role)).
+  returned: always
+  type: str
 on_disk:
   description: Envelope keys parsed from the serve script and the environment file; null when the script is missing.
   returned: always
@@ -165,15 +157,10 @@ release_switch:
       C(sglang_release.fact) beside O(facts_file) when O(releases_dir) is set; null otherwise.
   returned: always
   type: dict
-drift:
-  description:
-    - Drift of the host beyond the envelope keys, judged by the audit's comparison (module_utils/sglang_drift.py) -
-      an interrupted or rolled-back deploy (key C(deploy)), a wrong owner, group or mode (key C(file:<name>)),
-      leftover backups (key C(backups)), releases the deploy would not keep (key C(releases), information), an
-      interrupted release switch (key C(release)).
+cpus:
+  description: The host's CPU count (smg derives its default in-flight cap from it).
   returned: always
-  type: list
-  elements: dict
+  type: int
 problems:
   description: What is missing or inconsistent on the host; each names the file or the unit.
   returned: always
@@ -190,43 +177,25 @@ notes:
 def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
     p = module.params
     role = p["role"]
-    unit = p["unit"] or UNIT_NAMES[role]
     layers = read_layers(
         role,
-        unit,
+        p["unit"] or UNIT_NAMES[role],
         p["script"] or SCRIPT.format(role=role),
         p["env_file"] or ENV_FILE.format(role=role),
         p["facts_file"] or None,
         host,
         unit_dir=p["unit_dir"],
+        releases_dir=p["releases_dir"],
+        keep_releases=p["keep_releases"],
     )
     if p["checksums"]:
         for info in layers.files.values():
             info["sha1"] = host.sha1(info["path"])
     name = p["name"] or socket.gethostname()
-    releases = release_leftovers(host, p["releases_dir"], p["keep_releases"]) if p["releases_dir"] else []
-    switch = release_switch(host, p["facts_file"]) if p["releases_dir"] and p["facts_file"] else None
-    drift = host_drift(layers.files, p["declared_files"], layers.backups, layers.deployed, layers.in_progress,
-                       releases, switch)  # fmt: skip
-    return {
-        "changed": False,
-        "role": role,
-        "on_disk": layers.on_disk,
-        "running": layers.running,
-        "running_source": layers.running_source,
-        "restart_pending": bool(layers.unit.get("changed_since_start")),
-        "unit": {"name": unit, **layers.unit},
-        "files": layers.files,
-        "edited_since_deploy": sorted(n for n, f in layers.files.items() if f.get("edited_since_deploy")),
-        "deployed": layers.deployed,
-        "in_progress": layers.in_progress,
-        "backups": layers.backups,
-        "releases": releases,
-        "release_switch": switch,
-        "drift": [asdict(d) for d in drift],
-        "problems": [f"{name}: {problem}" for problem in layers.problems],
-        "notes": layers.notes,
-    }
+    out = layers.snapshot()
+    out["unit"] = {"name": p["unit"] or UNIT_NAMES[role], **layers.unit}
+    out.update(changed=False, role=role, problems=[f"{name}: {problem}" for problem in layers.problems])
+    return out
 
 
 def main() -> None:
@@ -238,7 +207,6 @@ def main() -> None:
             "env_file": {"type": "path"},
             "facts_file": {"type": "path", "default": "/etc/ansible/facts.d/sglang.fact"},
             "name": {"type": "str"},
-            "declared_files": {"type": "dict"},
             "releases_dir": {"type": "path"},
             "keep_releases": {"type": "int", "default": 3},
             "unit_dir": {"type": "path", "default": "/etc/systemd/system"},

@@ -1,4 +1,5 @@
-"""library/sglang_limits.py against SGLang bodies made by its own code and synthetic smg bodies (cases: the .yaml)."""
+"""One server read by library/sglang_live_info.py and judged by sglang_drift.judge, as the audit does it, against
+SGLang bodies made by its own code and synthetic smg bodies (cases: the .yaml)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from audit_helpers import (
     SECRET,
     FixtureTransport,
+    audit_server,
     fixture_body,
     load_cases,
     load_library,
@@ -23,7 +25,7 @@ from sglang_envelope.sglang_drift import infer_index_k
 from sglang_envelope.sglang_live import Reply, TransportError
 
 CASES = Path(__file__).with_suffix(".yaml")
-limits = load_library("sglang_limits")
+live_info = load_library("sglang_live_info")
 
 
 @pytest.mark.parametrize("case", load_cases(CASES))
@@ -32,7 +34,7 @@ def test_case(case: dict[str, Any]) -> None:
     if case.get("model"):
         args["model"] = model_inputs(case["model"])
     transport = FixtureTransport(case["http"], case.get("require_key"))
-    result = run_module(limits, args, transport)
+    result = audit_server(args, transport)
 
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False
@@ -60,8 +62,7 @@ def test_rows_mark_the_drifting_cells() -> None:
         "/v1/loads": {"fixture": "loads_decode.json"},
     }
     declared = {"context_length": 131072, "max_running_requests": 64, "disaggregation_mode": "decode"}
-    result = run_module(
-        limits,
+    result = audit_server(
         {"endpoint": "http://127.0.0.1:30001", "role": "decode", "declared": declared, "metrics": False},
         FixtureTransport(table),
     )
@@ -80,19 +81,11 @@ def test_api_key_is_read_from_the_env_file_on_the_host(tmp_path: Path) -> None:
         require_key=SECRET,
     )
     args = {"endpoint": "http://127.0.0.1:30001", "role": "decode", "api_key_env_file": str(env), "metrics": False}
-    result = run_module(limits, args, transport)
+    result = run_module(live_info, args, transport)
     assert result["status"] == "ok"  # /v1/loads answers 404 here: a warning only
     assert result["live"]["context_length"] == 131072
     assert not any("unauthorized" in e for e in result["errors"])
     assert SECRET not in json.dumps(result)
-
-
-def test_unknown_declared_key_fails_naming_it() -> None:
-    args = {"endpoint": "http://x", "role": "decode", "declared": {"max_runing_requests": 3}, "name": "lab1"}
-    result = run_module(limits, args, FixtureTransport({}))
-    assert result["failed"] is True
-    assert result["msg"].startswith("lab1: declared.max_runing_requests")
-    assert "not a known decode envelope key" in result["msg"]
 
 
 class BarrierTransport:
@@ -118,7 +111,7 @@ class BarrierTransport:
 
 
 def test_endpoints_of_one_engine_are_fetched_concurrently() -> None:
-    result = run_module(limits, {"endpoint": "http://127.0.0.1:30001", "role": "decode"}, BarrierTransport(4))
+    result = run_module(live_info, {"endpoint": "http://127.0.0.1:30001", "role": "decode"}, BarrierTransport(4))
     assert result["status"] == "ok", result["errors"]
 
 
