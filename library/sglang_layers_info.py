@@ -7,8 +7,8 @@ import socket
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_declared import UNIT_NAMES
-from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
+from ansible.module_utils.sglang_layers import HostFiles, read_layers
+from ansible.module_utils.sglang_layout import UNIT_NAMES
 
 DOCUMENTATION = r"""
 ---
@@ -48,23 +48,32 @@ options:
     description: The systemd unit, without C(.service). Defaults to V(sglang-dsv4-<role>).
     type: str
   script:
-    description: The serve script. Defaults to V(/opt/sglang/bin/serve_dsv4_<role>.sh).
+    description: The serve script (the server layout's C(script), filter C(sglang_server_layout)).
     type: path
+    required: true
   env_file:
-    description: The environment file. Defaults to V(/etc/sglang/dsv4-<role>.env).
+    description: The environment file (the server layout's C(env_file)).
     type: path
+    required: true
   facts_file:
-    description: The local facts file written at deploy (JSON). An empty string skips it.
+    description:
+      - The local facts file written at deploy (JSON; the server layout's C(facts_file)). An empty string skips it.
     type: path
-    default: /etc/ansible/facts.d/sglang.fact
+    required: true
   name:
     description: Host name used in messages. Defaults to the host's name.
     type: str
+  release_fact_file:
+    description:
+      - The record of an engine release switch that has not finished (the server layout's C(release_fact_file)),
+        read when O(releases_dir) is set.
+    type: path
   releases_dir:
     description:
       - Engine releases folder (the C(current) and C(previous) links lie beside it). Releases the deploy would not
         keep (not linked, beyond the newest O(keep_releases) + 1, or without C(manifest.json)) are listed in
-        RV(releases), an unfinished release switch in RV(release_switch). Omitted, neither is read.
+        RV(releases), an unfinished release switch (O(release_fact_file)) in RV(release_switch). Omitted, neither is
+        read.
     type: path
   keep_releases:
     description: How many of the newest releases the deploy keeps besides the one it installs.
@@ -87,6 +96,9 @@ EXAMPLES = r"""
 - name: Read the decode engine's files and process
   sglang_layers_info:
     role: decode
+    script: /opt/sglang/bin/serve_dsv4_decode.sh
+    env_file: /etc/sglang/dsv4-decode.env
+    facts_file: /etc/ansible/facts.d/sglang.fact
   register: decode_layers
 
 - name: Warn about a pending restart
@@ -154,7 +166,7 @@ releases:
 release_switch:
   description:
     - An engine release switch that started and did not finish (C(to), C(from), C(since)), read from
-      C(sglang_release.fact) beside O(facts_file) when O(releases_dir) is set; null otherwise.
+      O(release_fact_file) when O(releases_dir) is set; null otherwise.
   returned: always
   type: dict
 cpus:
@@ -180,13 +192,14 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
     layers = read_layers(
         role,
         p["unit"] or UNIT_NAMES[role],
-        p["script"] or SCRIPT.format(role=role),
-        p["env_file"] or ENV_FILE.format(role=role),
+        p["script"],
+        p["env_file"],
         p["facts_file"] or None,
         host,
         unit_dir=p["unit_dir"],
         releases_dir=p["releases_dir"],
         keep_releases=p["keep_releases"],
+        release_fact_file=p["release_fact_file"],
     )
     if p["checksums"]:
         for info in layers.files.values():
@@ -203,11 +216,12 @@ def main() -> None:
         argument_spec={
             "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
             "unit": {"type": "str"},
-            "script": {"type": "path"},
-            "env_file": {"type": "path"},
-            "facts_file": {"type": "path", "default": "/etc/ansible/facts.d/sglang.fact"},
+            "script": {"type": "path", "required": True},
+            "env_file": {"type": "path", "required": True},
+            "facts_file": {"type": "path", "required": True},
             "name": {"type": "str"},
             "releases_dir": {"type": "path"},
+            "release_fact_file": {"type": "path"},
             "keep_releases": {"type": "int", "default": 3},
             "unit_dir": {"type": "path", "default": "/etc/systemd/system"},
             "checksums": {"type": "bool", "default": False},

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_flags import parse_env_file
+from ansible.module_utils.sglang_flags import api_key_in
 from ansible.module_utils.sglang_live import Reply, Transport, TransportError, classify, read_engine, read_router
 from ansible.module_utils.urls import Request, make_context
 
@@ -214,9 +214,6 @@ warnings_seen:
 """
 
 
-API_KEY_VAR = "SGLANG_API_KEY"
-
-
 class OpenUrlTransport:
     """HTTP GET through ansible.module_utils.urls.Request (what open_url uses).
 
@@ -263,7 +260,7 @@ def resolve_api_key(module: AnsibleModule) -> str | None:
         return None
     try:
         with open(path, encoding="utf-8") as handle:
-            value = parse_env_file(handle.read()).get(API_KEY_VAR)
+            value = api_key_in(handle.read())
     except OSError as exc:
         module.fail_json(msg=f"{module.params['name']}: cannot read api_key_env_file {path}: {exc.strerror}")
     if value:

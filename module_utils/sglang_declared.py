@@ -19,7 +19,6 @@ try:
 except ImportError:
     from .sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
 
-UNIT_NAMES = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "router": "sglang-dsv4-router"}
 GROUPS = {"prefill": "sglang_prefill", "decode": "sglang_decode", "router": "sglang_router"}
 
 

@@ -11,8 +11,9 @@ audit's judge (sglang_drift.judge), and writes, atomically:
 
 The config file (JSON, written by the sglang_monitoring role) holds `textfile` and `servers`, each with `server`
 (the label), `role`, `name`, `endpoint`, `declared`, `model` (the capacity-model inputs sglang_drift.judge takes),
-and optionally `script`, `env_file`, `facts_file`, `unit`, `declared_files`, `timeout`. It runs as root:
-/proc/<pid>/environ of the engine is the running layer. It never changes anything but the textfile.
+`script`, `env_file` and `facts_file` (the server layout's), and optionally `unit`, `declared_files`, `timeout`.
+It runs as root: /proc/<pid>/environ of the engine is the running layer. It never changes anything but the
+textfile.
 """
 
 from __future__ import annotations
@@ -30,22 +31,19 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from ansible.module_utils.sglang_declared import UNIT_NAMES
     from ansible.module_utils.sglang_drift import judge
-    from ansible.module_utils.sglang_flags import parse_env_file
-    from ansible.module_utils.sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
+    from ansible.module_utils.sglang_flags import api_key_in
+    from ansible.module_utils.sglang_layers import HostFiles, read_layers
+    from ansible.module_utils.sglang_layout import UNIT_NAMES
     from ansible.module_utils.sglang_live import Transport, UrllibTransport, read_engine
     from ansible.module_utils.sglang_schema import normalize
 except ImportError:
-    from .sglang_declared import UNIT_NAMES
     from .sglang_drift import judge
-    from .sglang_flags import parse_env_file
-    from .sglang_layers import ENV_FILE, SCRIPT, HostFiles, read_layers
+    from .sglang_flags import api_key_in
+    from .sglang_layers import HostFiles, read_layers
+    from .sglang_layout import UNIT_NAMES
     from .sglang_live import Transport, UrllibTransport, read_engine
     from .sglang_schema import normalize
-
-FACTS_FILE = "/etc/ansible/facts.d/sglang.fact"
-API_KEY_VAR = "SGLANG_API_KEY"
 
 
 @dataclass
@@ -57,21 +55,15 @@ class ServerAudit:
     errors: list[str] = field(default_factory=list)
 
 
-def _api_key(host: HostFiles, env_file: str) -> str | None:
-    text = host.read_text(env_file)
-    return (parse_env_file(text).get(API_KEY_VAR) or None) if text else None
-
-
 def audit_server(spec: Mapping[str, Any], host: HostFiles, transport: Transport) -> ServerAudit:
     """The audit of one engine of this host: the audit role's readers, then its judge."""
     role, name = str(spec["role"]), str(spec.get("name") or spec["server"])
-    script = str(spec.get("script") or SCRIPT.format(role=role))
-    env_file = str(spec.get("env_file") or ENV_FILE.format(role=role))
+    env_file = str(spec["env_file"])
     layers = read_layers(
-        role, str(spec.get("unit") or UNIT_NAMES[role]), script, env_file, spec.get("facts_file", FACTS_FILE), host
+        role, str(spec.get("unit") or UNIT_NAMES[role]), str(spec["script"]), env_file, spec.get("facts_file"), host
     )
     declared = normalize(role, dict(spec["declared"]), "declared")
-    live = read_engine(transport, str(spec["endpoint"]), role, _api_key(host, env_file),
+    live = read_engine(transport, str(spec["endpoint"]), role, api_key_in(host.read_text(env_file)),
                        float(spec.get("timeout", 10)), name)  # fmt: skip
     verdict = judge(role, declared, layers.snapshot(), live.snapshot(), spec.get("model"),
                     declared_files=spec.get("declared_files"))  # fmt: skip

@@ -17,7 +17,8 @@ except ImportError:  # outside Ansible: imported as a package
     from .sglang_argspec import table_for
     from .sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
 
-SECRET_PLACEHOLDER = {"api_key": "${SGLANG_API_KEY}"}
+API_KEY_VAR = "SGLANG_API_KEY"  # the environment variable the serve scripts read the API key from
+SECRET_PLACEHOLDER = {"api_key": "${" + API_KEY_VAR + "}"}
 REDACTED = "<redacted>"
 
 
@@ -140,6 +141,11 @@ def parse_env_file(text: str) -> dict[str, str]:
         name, _, value = line.partition("=")
         env[name.strip()] = value.strip().strip('"').strip("'")
     return env
+
+
+def api_key_in(env_text: str | None) -> str | None:
+    """The API key an environment file holds (SGLANG_API_KEY), or None."""
+    return (parse_env_file(env_text).get(API_KEY_VAR) or None) if env_text else None
 
 
 def parse_script(text: str) -> list[str]:

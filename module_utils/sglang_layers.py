@@ -27,11 +27,7 @@ except ImportError:
     from .sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
     from .sglang_schema import EnvelopeError, keys_for
 
-SCRIPT = "/opt/sglang/bin/serve_dsv4_{role}.sh"
-ENV_FILE = "/etc/sglang/dsv4-{role}.env"
 UNIT_DIR = "/etc/systemd/system"
-FACTS_FILE = "/etc/ansible/facts.d/sglang.fact"
-API_KEY_VAR = "SGLANG_API_KEY"
 
 
 def parse_systemctl_show(text: str) -> dict[str, str]:
@@ -183,15 +179,12 @@ class HostFiles:
         return [str(Path(path).parent / name) for name in names]
 
 
-RELEASE_FACT = "sglang_release.fact"  # beside sglang.fact: an engine release switch that has not finished
-
-
-def release_switch(host: HostFiles, facts_file: str) -> dict[str, Any] | None:
+def release_switch(host: HostFiles, release_fact_file: str) -> dict[str, Any] | None:
     """The record of an engine release switch that has not finished ({to, from, since}), or None.
 
     The engine roles write it before a new release is unpacked or linked and remove it once every engine of the
     host recorded the current release, or a rollback put the previous release back."""
-    raw = host.read_text(str(Path(facts_file).parent / RELEASE_FACT))
+    raw = host.read_text(release_fact_file)
     try:
         marker = json.loads(raw).get("in_progress") if raw else None
     except (ValueError, AttributeError):
@@ -269,9 +262,10 @@ def read_layers(
     unit_dir: str = UNIT_DIR,
     releases_dir: str | None = None,
     keep_releases: int = 3,
+    release_fact_file: str | None = None,
 ) -> Layers:
     """Read the on-disk and running layers of one server on this host; with `releases_dir` (an engine), also the
-    releases the deploy would not keep and an unfinished release switch."""
+    releases the deploy would not keep and, with `release_fact_file`, an unfinished release switch."""
     out = Layers(cpus=os.cpu_count())
     script_text, env_text = host.read_text(script), host.read_text(env_file)
     out.files = {
@@ -309,7 +303,7 @@ def read_layers(
         _read_facts(out, role, facts_file, host)
     if releases_dir:
         out.releases = release_leftovers(host, releases_dir, keep_releases)
-        out.release_switch = release_switch(host, facts_file) if facts_file else None
+        out.release_switch = release_switch(host, release_fact_file) if release_fact_file else None
     _read_process(out, role, unit, host, ticks or os.sysconf("SC_CLK_TCK"))
     return out
 

@@ -10,10 +10,12 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
-    from ansible.module_utils.sglang_declared import local_url, model_inputs
+    from ansible.module_utils.sglang_declared import model_inputs
+    from ansible.module_utils.sglang_layout import server_layout
 except ImportError:
     from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
-    from .sglang_declared import local_url, model_inputs
+    from .sglang_declared import model_inputs
+    from .sglang_layout import server_layout
 
 
 @dataclass(frozen=True)
@@ -71,20 +73,32 @@ def prometheus_config(
 
 
 def exporter_servers(
-    fl: Fleet, host: str, hostvars: Mapping[str, Any], model_config: Mapping[str, Any], api_key_marker: str | None
+    fl: Fleet,
+    host: str,
+    hostvars: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    api_key_marker: str | None,
+    places: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
-    """The drift exporter's `servers` on `host`: every engine it runs, with what the audit role gives its modules
-    (the declaration, the API key only as the marker of a set key, the capacity-model inputs)."""
+    """The drift exporter's `servers` on `host`: every engine it runs, with what the audit judges it against (the
+    declaration, the API key only as the marker of a set key, the capacity-model inputs, the files' owner, group and
+    mode) and where its files are (the server layout under `places`)."""
     out = []
     for e in fl.engines:
         if e.host != host:
             continue
+        layout = server_layout(e.role, e.declared, places)
         out.append(
             {
                 "server": e.server,
                 "role": e.role,
                 "name": host,
-                "endpoint": local_url(e.declared.get("host"), e.declared["port"]),
+                "endpoint": layout["url"],
+                "unit": layout["unit"],
+                "script": layout["script"],
+                "env_file": layout["env_file"],
+                "facts_file": layout["facts_file"],
+                "declared_files": layout["files"],
                 "declared": {**e.declared, **({"api_key": api_key_marker} if api_key_marker else {})},
                 "model": model_inputs(hostvars, model_config),
             }

@@ -58,6 +58,7 @@ _deep = _load("sglang_deep")
 _alerts = _load("sglang_alerts")
 _monitoring = _load("sglang_monitoring")
 _drift = _load("sglang_drift")
+_layout = _load("sglang_layout")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -273,7 +274,13 @@ def argument_errors(results: list[Mapping[str, Any]], hostvars: Mapping[str, Any
 
 def unit_names(_: Any = None) -> dict[str, str]:
     """systemd unit name (without .service) of each server role."""
-    return dict(_declared.UNIT_NAMES)
+    return dict(_layout.UNIT_NAMES)
+
+
+def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:
+    """One server's layout (module_utils/sglang_layout.py): unit, files with owner, group and mode, facts file,
+    listeners, connect and health URLs; `places` is sglang_defaults_layout."""
+    return _plain(_layout.server_layout(role, _plain(envelope), _plain(places)))
 
 
 _ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
@@ -356,10 +363,15 @@ def declared_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> di
 
 
 def monitoring(
-    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any], settings: Mapping[str, Any]
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    places: Mapping[str, Any],
 ) -> dict[str, Any]:
     """What the sglang_monitoring role writes: {rules (YAML text), dashboard (JSON text), prometheus (dict),
-    exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables."""
+    exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables; `places`:
+    the directories and file modes of the server layout (sglang_defaults_layout)."""
     import yaml  # the controller's (Ansible's own dependency)
 
     # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
@@ -387,7 +399,7 @@ def monitoring(
         "prometheus": _monitoring.prometheus_config(fl, plain_hv, engine_hosts, scrape),
         "exporters": {
             h: _monitoring.exporter_servers(
-                fl, h, plain_hv[h], config, _SECRET_SET if hostvars[h].get("sglang_api_key") else None
+                fl, h, plain_hv[h], config, _SECRET_SET if hostvars[h].get("sglang_api_key") else None, _plain(places)
             )
             for h in engine_hosts
         },
@@ -418,6 +430,7 @@ class FilterModule:
             "sglang_deep_check": deep_check,
             "sglang_engine_limits": engine_limits,
             "sglang_unit_names": unit_names,
+            "sglang_server_layout": server_layout,
             "sglang_pick": pick,
             "sglang_argument_errors": argument_errors,
             "sglang_env_quote": env_quote,

@@ -32,8 +32,8 @@ def wheel_lab(tmp_path_factory: pytest.TempPathFactory) -> BuildLab:
     lab = BuildLab(root, root, [], root / "switches.log", playbook, inventory)
     lab.base_vars = {
         "marker": str(lab.marker),
-        "sglang_build_root": str(root / "opt"),
-        "sglang_common_facts_dir": str(root / "facts.d"),
+        "sglang_defaults_root": str(root / "opt"),
+        "sglang_defaults_facts_dir": str(root / "facts.d"),
         "sglang_build_wheel_src": str(wheel),
         "sglang_build_cuda_archs": ["90a"],
         "sglang_build_cuda_home": "/usr/local/cuda",
@@ -60,8 +60,8 @@ def build_lab(tmp_path_factory: pytest.TempPathFactory) -> BuildLab:
     lab = BuildLab(root, fork, shas, root / "switches.log", playbook, inventory)
     lab.base_vars = {
         "marker": str(lab.marker),
-        "sglang_build_root": str(root / "opt"),
-        "sglang_common_facts_dir": str(root / "facts.d"),
+        "sglang_defaults_root": str(root / "opt"),
+        "sglang_defaults_facts_dir": str(root / "facts.d"),
         "sglang_build_source": "git",
         "sglang_build_source_url": str(fork),
         "sglang_build_source_sha": shas[0],

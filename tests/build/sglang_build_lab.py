@@ -28,7 +28,7 @@ PLAYBOOK = """\
   handlers:
     - name: Record the release change
       ansible.builtin.command:
-        argv: [sh, -c, 'readlink "$1" >> "$2"', sh, "{{ sglang_build_current_link }}", "{{ marker }}"]
+        argv: [sh, -c, 'readlink "$1" >> "$2"', sh, "{{ sglang_defaults_current_link }}", "{{ marker }}"]
       changed_when: true
       listen: sglang release changed
 """

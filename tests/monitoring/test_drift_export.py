@@ -24,7 +24,8 @@ from sglang_envelope.sglang_alerts import (  # noqa: E402
     rule_file,
 )
 from sglang_envelope.sglang_drift_export import audit_server, exposition, main  # noqa: E402
-from sglang_envelope.sglang_layers import ENV_FILE, HostFiles  # noqa: E402
+from sglang_envelope.sglang_layers import HostFiles  # noqa: E402
+from test_sglang_layers import layout_args  # noqa: E402
 
 LIMITS_CASES = REPO / "tests" / "unit" / "audit" / "test_server_audit.yaml"
 HOST_LAYERS = ("on_disk", "running", "deployed", "in_progress", "restart_pending")
@@ -42,7 +43,7 @@ def _engine_cases() -> list[dict[str, Any]]:
 def _host(root: Path, role: str, api_key: str | None = SECRET) -> HostFiles:
     """A host whose environment file holds the key the case's module call was given (none: no file)."""
     if api_key:
-        env = root / ENV_FILE.format(role=role).lstrip("/")
+        env = root / layout_args(role)["env_file"].lstrip("/")
         env.parent.mkdir(parents=True, exist_ok=True)
         env.write_text(f"SGLANG_API_KEY={api_key}\n")
     return HostFiles(root=str(root))
@@ -56,7 +57,7 @@ def _spec(case: dict[str, Any]) -> dict[str, Any]:
         "endpoint": args["endpoint"],
         "declared": args["declared"],
         "model": model_inputs(case["model"]) if case.get("model") else None,
-        "facts_file": None,
+        **layout_args(args["role"], facts=False),
     }
 
 

@@ -50,7 +50,11 @@ def test_the_exporter_reads_each_engine_of_its_host() -> None:
     hostvars, groups = load_inventory(str(REPO / "inventories" / "lab"))
     hostvars["lab1"]["sglang_engine_common"]["host"] = "0.0.0.0"  # the template ansible-inventory leaves unrendered
     fl = fleet(hostvars, groups, model_config_for(hostvars["lab1"]))
-    servers = exporter_servers(fl, "lab1", hostvars["lab1"], {"num_hidden_layers": 1}, "<set>")
+    modes = {n: {"owner": "root", "group": "root", "mode": "0600"} for n in ("script", "env_file", "unit")}
+    places = {"bin_dir": "/b", "env_dir": "/e", "unit_dir": "/u", "facts_file": "/f", "release_fact_file": "/r",
+              "file_modes": modes}  # fmt: skip
+    servers = exporter_servers(fl, "lab1", hostvars["lab1"], {"num_hidden_layers": 1}, "<set>", places)
     assert [s["server"] for s in servers] == ["lab1:prefill", "lab1:decode"]
+    assert [s["script"] for s in servers] == ["/b/serve_dsv4_prefill.sh", "/b/serve_dsv4_decode.sh"]
     assert [s["endpoint"] for s in servers] == ["http://127.0.0.1:30000", "http://127.0.0.1:30001"]
     assert all(s["declared"]["api_key"] == "<set>" and s["model"]["gpu_memory_gib"] == 141 for s in servers)

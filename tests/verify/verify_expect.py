@@ -2,13 +2,13 @@
 
 Variables come from the same inventory the tests run against (testinfra's ansible backend runs
 `ansible-inventory --list`), layered over the defaults of the roles that deploy the stack, and are rendered
-with Ansible's own templar. The envelopes are built by the project's core (sglang_declared), the file names
-by the same patterns the roles use (sglang_layers), the unit names from sglang_declared.UNIT_NAMES.
+with Ansible's own templar. The envelopes are built by the project's core (sglang_declared), the units, files,
+owners, modes, listeners and URLs by the server layout the roles use (sglang_layout.server_layout over the
+sglang_defaults role's directories and modes).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,24 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sglang_envelope import sglang_declared, sglang_layers
+from sglang_envelope import sglang_declared, sglang_layout
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
 # Later roles win on a name clash (none today); the inventory wins over all of them.
-DEFAULTS_OF = ("sglang_common", "sglang_build", "sglang_engine", "sglang_router")
+DEFAULTS_OF = ("sglang_defaults", "sglang_common", "sglang_build", "sglang_engine", "sglang_router")
 ENGINE_ROLES = ("prefill", "decode")
 SERVER_ROLES = (*ENGINE_ROLES, "router")
-WILDCARDS = ("0.0.0.0", "::", "")
-
-# Owners and modes the roles give each file (roles/sglang_common/tasks/main.yml and server.yml,
-# roles/sglang_common/tasks/facts_write.yml). `group` None means the service group.
-SCRIPT_MODE = {"mode": 0o755, "user": "root", "group": "root"}
-ENV_FILE_MODE = {"mode": 0o640, "user": "root", "group": None}
-UNIT_FILE_MODE = {"mode": 0o644, "user": "root", "group": "root"}
-BIN_DIR_MODE = {"mode": 0o755, "user": "root", "group": "root"}
-ENV_DIR_MODE = {"mode": 0o750, "user": "root", "group": None}
-FACT_FILE_MODE = {"mode": 0o640, "user": "root", "group": "root"}
 
 # Verification settings (inventory variables, all optional).
 VERIFY_DEFAULTS: dict[str, Any] = {
@@ -65,22 +55,23 @@ _RENDER = (
     "sglang_advertise_host",
     "sglang_listen_host",
     "ansible_host",
-    "sglang_common_user",
-    "sglang_common_group",
-    "sglang_common_bin_dir",
-    "sglang_common_env_dir",
-    "sglang_common_unit_dir",
-    "sglang_common_facts_dir",
+    "sglang_defaults_user",
+    "sglang_defaults_group",
+    "sglang_defaults_bin_dir",
+    "sglang_defaults_env_dir",
+    "sglang_defaults_facts_dir",
+    "sglang_defaults_facts_file",
+    "sglang_defaults_releases_dir",
+    "sglang_defaults_current_link",
+    "sglang_defaults_file_modes",
+    "sglang_defaults_dir_modes",
+    "sglang_defaults_layout",
     "sglang_common_proc_hidepid",
     "sglang_common_proc_group",
     "sglang_engine_install",
-    "sglang_engine_current_link",
-    "sglang_engine_health_path",
-    "sglang_router_health_path",
     "sglang_build_source",
     "sglang_build_source_sha",
     "sglang_build_wheel_sha256",
-    "sglang_build_releases_dir",
     *VERIFY_DEFAULTS,
 )
 
@@ -169,7 +160,8 @@ class Server:
     api_key: bool
     listeners: tuple[tuple[str, int], ...]  # (address, port); address "*" = any
     base_url: str  # how the checks reach it from the host itself
-    health_path: str
+    health_url: str
+    files: dict[str, dict[str, Any]]  # script, env_file, unit: path, owner, group, mode
 
     @property
     def bf16_index_k(self) -> bool:
@@ -185,8 +177,8 @@ class HostPlan:
     group: str
     bin_dir: str
     env_dir: str
-    unit_dir: str
     fact_file: str
+    modes: dict[str, dict[str, Any]]  # sglang_defaults_file_modes (facts) and sglang_defaults_dir_modes
     servers: dict[str, Server]
     workers: dict[str, Any]  # sglang_declared.workers() of the whole inventory
     settings: dict[str, Any]
@@ -206,37 +198,16 @@ class HostPlan:
         if not self.servers:
             return out
 
-        def spec(kind: dict[str, Any], what: str) -> dict[str, Any]:
-            return {**kind, "group": kind["group"] or self.group, "what": what}
+        def spec(meta: Mapping[str, Any], what: str) -> dict[str, Any]:
+            return {"mode": int(str(meta["mode"]), 8), "user": meta["owner"], "group": meta["group"], "what": what}
 
-        out[self.bin_dir] = spec(BIN_DIR_MODE, "script directory")
-        out[self.env_dir] = spec(ENV_DIR_MODE, "environment directory")
-        out[self.fact_file] = spec(FACT_FILE_MODE, "local facts")
+        out[self.bin_dir] = spec(self.modes["bin_dir"], "script directory")
+        out[self.env_dir] = spec(self.modes["env_dir"], "environment directory")
+        out[self.fact_file] = spec(self.modes["facts"], "local facts")
         for s in self.servers.values():
-            out[s.script] = spec(SCRIPT_MODE, f"{s.role} serve script")
-            out[s.env_file] = spec(ENV_FILE_MODE, f"{s.role} environment file")
-            out[s.unit_file] = spec(UNIT_FILE_MODE, f"{s.role} unit")
+            for name, what in (("script", "serve script"), ("env_file", "environment file"), ("unit", "unit")):
+                out[s.files[name]["path"]] = spec(s.files[name], f"{s.role} {what}")
         return out
-
-
-def connect_address(address: str | None) -> str:
-    """Where a check on the host connects to reach a server bound to `address`."""
-    if not address or address in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if address == "::":
-        return "[::1]"
-    try:
-        if ipaddress.ip_address(address).version == 6:
-            return f"[{address}]"
-    except ValueError:
-        pass
-    return address
-
-
-def _file_names(role: str, bin_dir: str, env_dir: str, unit_dir: str, unit: str) -> tuple[str, str, str]:
-    script = f"{bin_dir}/{Path(sglang_layers.SCRIPT.format(role=role)).name}"
-    env_file = f"{env_dir}/{Path(sglang_layers.ENV_FILE.format(role=role)).name}"
-    return script, env_file, f"{unit_dir}/{unit}.service"
 
 
 def _model_inputs(v: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -250,35 +221,32 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
     v = render_vars(raw_vars)
     groups: Mapping[str, list[str]] = raw_vars.get("groups") or {}
     group_names = set(raw_vars.get("group_names") or [])
-    bin_dir, env_dir = str(v["sglang_common_bin_dir"]), str(v["sglang_common_env_dir"])
-    unit_dir = str(v.get("sglang_common_unit_dir") or "/etc/systemd/system")
+    places = v["sglang_defaults_layout"]
     servers: dict[str, Server] = {}
     gpu_ids: dict[str, list[int]] = {}
     for role in SERVER_ROLES:
         if sglang_declared.GROUPS[role] not in group_names:
             continue
-        unit = sglang_declared.UNIT_NAMES[role]
-        script, env_file, unit_file = _file_names(role, bin_dir, env_dir, unit_dir, unit)
         if role == "router":
             envelope = sglang_declared.router_envelope(v)
-            listeners: list[tuple[str, int]] = [(str(envelope.get("host") or "*"), int(envelope["port"]))]
-            # smg serves its metrics on a port of its own (29000 unless declared).
-            metrics_port = int(envelope.get("prometheus_port") or 29000)
-            listeners.append((str(envelope.get("prometheus_host") or "*"), metrics_port))
             api_key = bool(v["sglang_router_api_key"])
-            health = str(v.get("sglang_router_health_path") or "/readiness")
         else:
             envelope = sglang_declared.engine_envelope(role, v)
-            listeners = [(str(envelope.get("host") or "127.0.0.1"), int(envelope["port"]))]
-            if role == "prefill":
-                bootstrap = int(envelope.get("disaggregation_bootstrap_port") or 8998)
-                listeners.append((str(envelope.get("host") or "127.0.0.1"), bootstrap))
             gpu_ids[role] = [int(g) for g in envelope.get("gpu_ids") or []]
             api_key = bool(v["sglang_engine_api_key"])
-            health = str(v.get("sglang_engine_health_path") or "/health")
-        base_url = f"http://{connect_address(str(envelope.get('host') or ''))}:{envelope['port']}"
+        layout = sglang_layout.server_layout(role, envelope, places)
         servers[role] = Server(
-            role, unit, script, env_file, unit_file, envelope, api_key, tuple(listeners), base_url, health
+            role,
+            layout["unit"],
+            layout["script"],
+            layout["env_file"],
+            layout["unit_file"],
+            envelope,
+            api_key,
+            tuple((str(a), int(p)) for a, p in layout["listeners"]),
+            layout["url"],
+            layout["health_url"],
+            layout["files"],
         )
     workers: dict[str, Any] = {"prefill": [], "decode": []}
     if "router" in servers:
@@ -290,12 +258,12 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
     return HostPlan(
         name=host,
         proc_group=str(v["sglang_common_proc_group"]) if servers and v.get("sglang_common_proc_hidepid") else None,
-        user=str(v["sglang_common_user"]),
-        group=str(v["sglang_common_group"]),
-        bin_dir=bin_dir,
-        env_dir=env_dir,
-        unit_dir=unit_dir,
-        fact_file=f"{v['sglang_common_facts_dir']}/{Path(sglang_layers.FACTS_FILE).name}",
+        user=str(v["sglang_defaults_user"]),
+        group=str(v["sglang_defaults_group"]),
+        bin_dir=str(v["sglang_defaults_bin_dir"]),
+        env_dir=str(v["sglang_defaults_env_dir"]),
+        fact_file=str(v["sglang_defaults_facts_file"]),
+        modes={"facts": v["sglang_defaults_file_modes"]["facts"], **v["sglang_defaults_dir_modes"]},
         servers=servers,
         workers=workers,
         settings=settings,
@@ -303,12 +271,12 @@ def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Map
         model_inputs=_model_inputs(v),
         gpu_memory_gib=float(v["sglang_gpu_memory_gib"]) if v.get("sglang_gpu_memory_gib") else None,
         install=str(v.get("sglang_engine_install") or ""),
-        current_link=str(v.get("sglang_engine_current_link") or "/opt/sglang/current"),
+        current_link=str(v["sglang_defaults_current_link"]),
         # The build role names a release after its source: the wheel's sha256, or the fork's commit.
         build_sha=str(
             v.get("sglang_build_source_sha" if v.get("sglang_build_source") == "git" else "sglang_build_wheel_sha256")
             or ""
         ),
-        releases_dir=str(v.get("sglang_build_releases_dir") or "/opt/sglang/releases"),
+        releases_dir=str(v["sglang_defaults_releases_dir"]),
         gpu_ids=gpu_ids,
     )

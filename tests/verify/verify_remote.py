@@ -93,8 +93,9 @@ def snapshot_spec(plan: HostPlan, gpu: bool) -> dict[str, Any]:
             "unit": s.unit,
             "script": s.script,
             "env_file": s.env_file,
+            "unit_file": s.unit_file,
             "base_url": s.base_url,
-            "health_path": s.health_path,
+            "health_url": s.health_url,
         }
         servers.append(item)
     addresses = {a for s in plan.servers.values() for a, _ in s.listeners}

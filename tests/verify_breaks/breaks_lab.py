@@ -82,7 +82,7 @@ class Lab:
 
     def readiness(self) -> str:
         router = self.plan.servers["router"]
-        return str(self.host.run(f"curl -s --max-time 3 {router.base_url}{router.health_path}").stdout)
+        return str(self.host.run(f"curl -s --max-time 3 {router.health_url}").stdout)
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Every engine answers /health and the router reports every declared worker healthy."""
@@ -91,7 +91,7 @@ class Lab:
         end = time.monotonic() + timeout
         engines = [s for r, s in self.plan.servers.items() if r != "router"]
         while time.monotonic() < end:
-            if all(self.http_status(s.base_url + s.health_path) == 200 for s in engines) and want in self.readiness():
+            if all(self.http_status(s.health_url) == 200 for s in engines) and want in self.readiness():
                 return
             time.sleep(1)
         pytest.fail(f"the lab did not become ready in {timeout:.0f} s: {self.readiness()!r}", pytrace=False)

@@ -47,7 +47,7 @@ def _host(tmp_path: Path, facts: dict[str, Any] | None = None) -> Any:
 
 def _run(tmp_path: Path, host: Any, declared_files: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """The module's result, with the drift the judge finds on the host side (`drift`)."""
-    args = {"role": "decode", "name": "lab1", "facts_file": FACTS, **extra}
+    args = {"role": "decode", "name": "lab1", "facts_file": FACTS, "script": SCRIPT, "env_file": ENV, **extra}
     result = run_module(layers, args, host=host)
     assert not result.get("failed"), result.get("msg")
     drift = host_drift(
@@ -146,7 +146,8 @@ def test_interrupted_release_switch_is_reported_from_its_record(tmp_path: Path) 
     (tmp_path / "opt/sglang/releases/wh-new").mkdir(parents=True)
     (tmp_path / "opt/sglang/releases/wh-old").mkdir(parents=True)
     (tmp_path / "opt/sglang/current").symlink_to("/opt/sglang/releases/wh-old")
-    args = {"declared_files": {}, "releases_dir": "/opt/sglang/releases", "keep_releases": 2}
+    args = {"declared_files": {}, "releases_dir": "/opt/sglang/releases", "keep_releases": 2,
+            "release_fact_file": "/etc/ansible/facts.d/sglang_release.fact"}  # fmt: skip
     assert not any(d["key"] == "release" for d in _run(tmp_path, host, **args)["drift"])
     record = {"in_progress": {"to": "wh-new", "from": "wh-old", "since": "2026-11-30T16:00:00Z"}}
     (tmp_path / "etc/ansible/facts.d").mkdir(parents=True, exist_ok=True)
@@ -160,7 +161,9 @@ def test_interrupted_release_switch_is_reported_from_its_record(tmp_path: Path) 
         "the current release; rerun site.yml"
     )
     # The router has no releases: the record is not its business.
-    assert _run(tmp_path, host, declared_files={})["release_switch"] is None
+    assert (
+        _run(tmp_path, host, declared_files={}, release_fact_file=args["release_fact_file"])["release_switch"] is None
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the files must be root:root (run as root)")

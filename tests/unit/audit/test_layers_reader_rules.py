@@ -224,7 +224,7 @@ def test_release_switch_record(tmp_path: Path, raw: str | None, expected: dict[s
     """An unfinished release switch is returned as written; an unreadable record is flagged, not hidden."""
     if raw is not None:
         _write(tmp_path, "/etc/ansible/facts.d/sglang_release.fact", raw)
-    assert release_switch(HostFiles(root=str(tmp_path)), "/etc/ansible/facts.d/sglang.fact") == expected
+    assert release_switch(HostFiles(root=str(tmp_path)), "/etc/ansible/facts.d/sglang_release.fact") == expected
 
 
 @pytest.mark.parametrize(

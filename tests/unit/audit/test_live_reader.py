@@ -116,8 +116,9 @@ def test_snapshot_script_prints_no_key(tmp_path: Path) -> None:
                     "unit": "sglang-snapshot-test-absent",
                     "script": str(script),
                     "env_file": str(env_file),
+                    "unit_file": str(tmp_path / "sglang-snapshot-test-absent.service"),
                     "base_url": url,
-                    "health_path": "/health",
+                    "health_url": url + "/health",
                 }
             ],
         }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from audit_helpers import REPO, FixtureTransport, load_cases, load_library, run_module
-from test_sglang_layers import CASES, TICKS, build_host
+from test_sglang_layers import CASES, TICKS, build_host, layout_args
 
 MODULES = ("sglang_live_info", "sglang_layers_info", "sglang_audit_report")
 ANSIBLE_DOC = Path(sys.executable).with_name("ansible-doc")
@@ -56,7 +56,9 @@ def test_layers_info_returns_what_return_documents(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(os, "sysconf", lambda name: TICKS if name == "SC_CLK_TCK" else os.sysconf(name))
     case = next(p.values[0] for p in load_cases(CASES) if p.id == "decode_files_and_process_agree")
     module = load_library("sglang_layers_info")
-    result = run_module(module, {"role": "decode", "facts_file": ""}, host=build_host(tmp_path, case))
+    result = run_module(
+        module, layout_args("decode", facts=False) | {"role": "decode"}, host=build_host(tmp_path, case)
+    )
     documented = set(yaml.safe_load(module.RETURN))
     returned = set(result) - {"changed", "invocation"}
     assert returned == documented, (returned - documented, documented - returned)

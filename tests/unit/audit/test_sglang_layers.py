@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from audit_helpers import SECRET, load_cases, load_library, run_module, subset
 from sglang_envelope.sglang_layers import HostFiles, parse_systemctl_show, parse_unit, running_envelope
+from sglang_envelope.sglang_layout import file_names
 
 CASES = Path(__file__).with_suffix(".yaml")
 BOOT, START_TICKS, TICKS = 1_700_000_000, 100_000, 100
@@ -27,6 +28,17 @@ def _write(root: Path, path: str, data: bytes | str, mtime: float | None = None)
         target.write_bytes(data)
     if mtime is not None:
         os.utime(target, (mtime, mtime))
+
+
+# Where the cases put the files: the production places (the sglang_defaults role's defaults).
+PLACES = {"bin_dir": "/opt/sglang/bin", "env_dir": "/etc/sglang", "unit_dir": "/etc/systemd/system"}
+FACTS = "/etc/ansible/facts.d/sglang.fact"
+
+
+def layout_args(role: str, facts: bool = True) -> dict[str, str]:
+    """The module's script, env_file and facts_file options for `role` under PLACES (no facts: an empty path)."""
+    names = file_names(role, PLACES)
+    return {"script": names["script"], "env_file": names["env_file"], "facts_file": FACTS if facts else ""}
 
 
 def build_host(root: Path, case: dict[str, Any]) -> HostFiles:
@@ -63,9 +75,7 @@ def build_host(root: Path, case: dict[str, Any]) -> HostFiles:
 @pytest.mark.parametrize("case", load_cases(CASES))
 def test_case(case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sysconf", lambda name: TICKS if name == "SC_CLK_TCK" else os.sysconf(name))
-    args = dict(case["input"])
-    if "facts" not in case:
-        args.setdefault("facts_file", "")
+    args = {**layout_args(case["input"]["role"], facts="facts" in case), **case["input"]}
     result = run_module(layers, args, host=build_host(tmp_path, case))
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False

@@ -28,7 +28,7 @@ from sglang_envelope.sglang_layers import HostFiles  # noqa: E402
 from sglang_envelope.sglang_live import Reply  # noqa: E402
 from sglang_envelope.sglang_schema import EnvelopeError  # noqa: E402
 from test_sglang_layers import CASES as LAYER_CASES  # noqa: E402
-from test_sglang_layers import TICKS, build_host  # noqa: E402
+from test_sglang_layers import TICKS, build_host, layout_args  # noqa: E402
 
 ENGINE_CASES = {p.id: p.values[0] for p in load_cases(AUDIT / "test_server_audit.yaml")}
 SCRIPT = "/opt/sglang/bin/serve_dsv4_decode.sh"
@@ -78,14 +78,17 @@ class Recording:
 
 
 def spec(case_id: str = "index_k_inferred_fp8_from_the_pool_is_drift", **extra: Any) -> dict[str, Any]:
-    """A server entry of the exporter's config for an engine case (with the lab's capacity-model inputs)."""
+    """A server entry of the exporter's config for an engine case (with the lab's capacity-model inputs and the
+    layout's files, as the monitoring role writes it)."""
     case = ENGINE_CASES[case_id]
+    role = str(extra.get("role", "decode"))
     out = {
         "server": "lab1:decode",
-        "role": "decode",
+        "role": role,
         "endpoint": case["input"]["endpoint"],
         "declared": case["input"]["declared"],
         "model": model_inputs("deepseek-v4-flash"),
+        **layout_args(role),
     }
     return {**out, **extra}
 
@@ -196,9 +199,9 @@ def test_the_timeout_of_the_entry_is_used_for_every_read(tmp_path: Path) -> None
         ({}, "prefill", "/opt/sglang/bin/serve_dsv4_prefill.sh", "sglang-dsv4-prefill"),
         ({"script": "/srv/run.sh", "unit": "my-engine"}, "decode", "/srv/run.sh", "my-engine"),
     ],
-    ids=["decode-defaults", "prefill-defaults", "named"],
+    ids=["decode-layout", "prefill-layout", "named"],
 )
-def test_the_script_and_unit_read_are_the_roles_unless_named(
+def test_the_script_and_unit_read_are_the_entrys(
     tmp_path: Path, extra: dict[str, str], role: str, script: str, unit: str
 ) -> None:
     asked: list[list[str]] = []

@@ -246,10 +246,23 @@ def test_prometheus_config_takes_the_scrape_settings() -> None:
     assert config["scrape_configs"][2]["static_configs"] == [{"targets": ["h2:9200"], "labels": {"host": "h2"}}]
 
 
+PLACES = {
+    "bin_dir": "/b", "env_dir": "/e", "unit_dir": "/u", "facts_file": "/f/s.fact", "release_fact_file": "/f/r.fact",
+    "file_modes": {name: {"owner": "root", "group": "g", "mode": "0600"} for name in ("script", "env_file", "unit")},
+}  # fmt: skip
+
+
+def _files(role: str) -> dict[str, dict[str, str]]:
+    paths = {"script": f"/b/serve_dsv4_{role}.sh", "env_file": f"/e/dsv4-{role}.env",
+             "unit": f"/u/sglang-dsv4-{role}.service"}  # fmt: skip
+    return {name: {"path": path, "owner": "root", "group": "g", "mode": "0600"} for name, path in paths.items()}
+
+
 def test_exporter_reads_only_its_hosts_engines_on_a_local_address() -> None:
-    """A wildcard bind is read on 127.0.0.1, another bind on itself; the API key travels only as its marker."""
+    """A wildcard bind is read on 127.0.0.1, another bind on itself; the API key travels only as its marker; the
+    files, the unit and the facts are the server layout's under the places given."""
     hv = {"sglang_model": {"params_b": 284, "quantization": "mxfp4"}, "sglang_gpu_memory_gib": 141}
-    servers = exporter_servers(FLEET, "h1", hv, {"num_hidden_layers": 2}, "<set>")
+    servers = exporter_servers(FLEET, "h1", hv, {"num_hidden_layers": 2}, "<set>", PLACES)
     model = {"config": {"num_hidden_layers": 2}, "gpu_memory_gib": 141, "params_b": 284, "quantization": "mxfp4"}
     assert servers == [
         {
@@ -257,6 +270,11 @@ def test_exporter_reads_only_its_hosts_engines_on_a_local_address() -> None:
             "role": "prefill",
             "name": "h1",
             "endpoint": "http://127.0.0.1:30000",
+            "unit": "sglang-dsv4-prefill",
+            "script": "/b/serve_dsv4_prefill.sh",
+            "env_file": "/e/dsv4-prefill.env",
+            "facts_file": "/f/s.fact",
+            "declared_files": _files("prefill"),
             "declared": {"port": 30000, "host": "0.0.0.0", "api_key": "<set>"},
             "model": model,
         },
@@ -265,18 +283,20 @@ def test_exporter_reads_only_its_hosts_engines_on_a_local_address() -> None:
             "role": "decode",
             "name": "h1",
             "endpoint": "http://127.0.0.2:30001",
+            "unit": "sglang-dsv4-decode",
+            "script": "/b/serve_dsv4_decode.sh",
+            "env_file": "/e/dsv4-decode.env",
+            "facts_file": "/f/s.fact",
+            "declared_files": _files("decode"),
             "declared": {"port": 30001, "host": "127.0.0.2", "api_key": "<set>"},
             "model": model,
         },
     ]
-    (h2,) = exporter_servers(FLEET, "h2", {}, {}, None)
-    assert h2 == {
-        "server": "h2:decode",
-        "role": "decode",
-        "name": "h2",
-        "endpoint": "http://127.0.0.1:31001",
-        "declared": {"port": 31001},
-        "model": {"config": {}, "gpu_memory_gib": 0, "params_b": None, "quantization": None},
-    }
-    assert exporter_servers(FLEET, "h3", {}, {}, "<set>") == []
+    (h2,) = exporter_servers(FLEET, "h2", {}, {}, None, PLACES)
+    assert h2["endpoint"] == "http://127.0.0.1:31001"
+    assert (h2["declared"], h2["model"]) == (
+        {"port": 31001},
+        {"config": {}, "gpu_memory_gib": 0, "params_b": None, "quantization": None},
+    )
+    assert exporter_servers(FLEET, "h3", {}, {}, "<set>", PLACES) == []
     assert "api_key" not in ENGINES[0].declared  # the declaration itself is left untouched

@@ -26,9 +26,9 @@ import urllib.request
 from typing import Any
 
 from sglang_envelope import sglang_layers, sglang_live
-from sglang_envelope.sglang_flags import parse_env_file
+from sglang_envelope.sglang_flags import API_KEY_VAR, api_key_in, parse_env_file
 
-SECRET_VARS = ("SGLANG_API_KEY",)
+SECRET_VARS = (API_KEY_VAR,)
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 UNIT_PROPS = (
     "Id",
@@ -100,7 +100,7 @@ def masked_env(path: str) -> dict[str, Any]:
 def api_key_of(path: str) -> str | None:
     try:
         with open(path) as f:
-            return parse_env_file(f.read()).get("SGLANG_API_KEY") or None
+            return api_key_in(f.read())
     except OSError:
         return None
 
@@ -275,8 +275,9 @@ def resolve(names: list[str]) -> dict[str, list[str]]:
 def layers_of(server: dict[str, Any], facts_file: str) -> dict[str, Any]:
     host = sglang_layers.HostFiles(run=lambda argv: run(argv)[1])
     layers = sglang_layers.read_layers(
-        server["role"], server["unit"], server["script"], server["env_file"], facts_file, host
-    )
+        server["role"], server["unit"], server["script"], server["env_file"], facts_file, host,
+        unit_dir=os.path.dirname(server["unit_file"]),
+    )  # fmt: skip
     return layers.snapshot()
 
 
@@ -308,7 +309,7 @@ def main() -> int:
             "processes": [process(pid) for pid in pids],
             "listeners": listeners_of(pids, table),
             "env_file": masked_env(server["env_file"]),
-            "health": http_status(server["base_url"] + server["health_path"], timeout, api_key_of(server["env_file"])),
+            "health": http_status(server["health_url"], timeout, api_key_of(server["env_file"])),
         }
         try:
             item["layers"] = layers_of(server, spec.get("facts_file") or "")
