@@ -29,12 +29,12 @@ try:
     )
     from ansible.module_utils.sglang_flags import REDACTED
     from ansible.module_utils.sglang_live import IGNORED, EngineLive, router_effective
-    from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
+    from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
 except ImportError:
     from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
     from .sglang_flags import REDACTED
     from .sglang_live import IGNORED, EngineLive, router_effective
-    from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys
+    from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
 
 LAYERS = ("declared", "on_disk", "running", "effective")
 # Keys whose unset value SGLang derives from the GPU's memory profile: a gap to the prediction is information.
@@ -126,35 +126,23 @@ def infer_index_k(pool: int | None, predicted: Mapping[str, Any]) -> tuple[bool,
 # ---------------------------------------------------------------- equality
 
 
-def _bool(value: Any) -> bool:
-    return bool(value) and value not in ("0", "false", "False")
-
-
 def same(key: str, a: Any, b: Any) -> bool:
-    """Whether two layer values of `key` mean the same setting (unset bool = false, 128k = 128000 ...)."""
+    """Whether two layer values of `key` mean the same setting: its kind's equality (unset bool = false, 128k =
+    128000 ...; sglang_schema.Kind.same), a secret by presence only, unset disaggregation_mode = "null", and
+    SGLang's <ignored> equal only to itself."""
     spec = BY_NAME.get(key)
     if spec is None:
         return a == b
     if spec.secret:
         return (a is None) == (b is None)
-    if spec.kind == "bool":
-        return _bool(a) == _bool(b)
-    if a is None or b is None:
-        if key == "disaggregation_mode":
-            return str(a or "null") == str(b or "null")
-        return a is None and b is None
-    if IGNORED in (a, b):
+    if key == "disaggregation_mode" and (a is None or b is None):
+        return str(a or "null") == str(b or "null")
+    if spec.kind != "bool" and a is not None and b is not None and IGNORED in (a, b):
         return a == b
     try:
-        if spec.kind == "float":
-            return math.isclose(float(a), float(b), rel_tol=1e-6)
-        if spec.kind in ("int", "size"):
-            return int(a) == int(b)
-        if spec.kind == "intlist":
-            return [int(x) for x in a] == [int(x) for x in b]
+        return spec.type.same(a, b)
     except (TypeError, ValueError):
         return False
-    return str(a) == str(b)
 
 
 # ---------------------------------------------------------------- effective layer
@@ -250,7 +238,7 @@ def _explain(
         )
     if key == "context_length":
         return f"/v1/models max_model_len is {live}, the declaration {declared}"
-    if key == "bf16_index_k" and _bool(declared) and not _bool(live):
+    if key == "bf16_index_k" and truthy(declared) and not truthy(live):
         return (
             "the engine budgets fp8 index keys although bf16 is declared: needles beyond about 2,000 tokens are "
             "lost again; check SGLANG_DSV4_BF16_INDEX_K in the env file and that the release is the patched fork"

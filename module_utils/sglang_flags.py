@@ -12,24 +12,14 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_argspec import table_for
-    from ansible.module_utils.sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
+    from ansible.module_utils.sglang_schema import BY_NAME, EnvelopeError, Key, keys_for
 except ImportError:  # outside Ansible: imported as a package
     from .sglang_argspec import table_for
-    from .sglang_schema import BY_NAME, EnvelopeError, Key, keys_for, parse_size
+    from .sglang_schema import BY_NAME, EnvelopeError, Key, keys_for
 
 API_KEY_VAR = "SGLANG_API_KEY"  # the environment variable the serve scripts read the API key from
 SECRET_PLACEHOLDER = {"api_key": "${" + API_KEY_VAR + "}"}
 REDACTED = "<redacted>"
-
-
-def _render_value(key: Key, value: Any) -> list[str]:
-    if key.kind == "bool":
-        return [key.flag] if value else []  # type: ignore[list-item]
-    if key.kind == "intlist":
-        return [key.flag, *(str(v) for v in value)]  # type: ignore[list-item]
-    if key.kind == "float":
-        return [key.flag, repr(float(value))]  # type: ignore[list-item]
-    return [key.flag, str(value)]  # type: ignore[list-item]
 
 
 def to_argv(role: str, envelope: Mapping[str, Any], secrets_as_env: bool = True) -> list[str]:
@@ -42,7 +32,7 @@ def to_argv(role: str, envelope: Mapping[str, Any], secrets_as_env: bool = True)
         if key.secret and secrets_as_env:
             argv += [key.flag, SECRET_PLACEHOLDER[key.name]]
             continue
-        argv += _render_value(key, value)
+        argv += key.type.render(str(key.flag), value)
     return argv
 
 
@@ -52,7 +42,7 @@ def to_environ(role: str, envelope: Mapping[str, Any]) -> dict[str, str]:
     for key in keys_for(role):
         if key.env and envelope.get(key.name) is not None:
             value = envelope[key.name]
-            env[key.env] = ("1" if value else "0") if key.kind == "bool" else str(value)
+            env[key.env] = key.type.to_env(value)
     return env
 
 
@@ -91,11 +81,11 @@ def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:
         i += 1
         if key is None:
             continue
-        if key.kind == "bool":
-            out[key.name] = True
+        if key.type.nargs == 0:
+            out[key.name] = key.type.parse([])
             continue
         values: list[str] = [inline] if inline else []
-        if not inline and key.kind == "intlist":
+        if not inline and key.type.nargs == "+":
             while i < len(argv) and not argv[i].startswith("--"):
                 values.append(argv[i])
                 i += 1
@@ -104,7 +94,7 @@ def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:
             i += 1
         if not values:
             raise EnvelopeError(f"flag {flag} has no value in the command line")
-        out[key.name] = REDACTED if key.secret else _parse(key, values)
+        out[key.name] = REDACTED if key.secret else key.type.parse(values)
     return out
 
 
@@ -114,21 +104,8 @@ def from_environ(role: str, environ: Mapping[str, str]) -> dict[str, Any]:
     for key in keys_for(role):
         if key.env:
             raw = environ.get(key.env)
-            out[key.name] = (raw == "1") if key.kind == "bool" else raw
+            out[key.name] = key.type.from_env(raw)
     return out
-
-
-def _parse(key: Key, values: list[str]) -> Any:
-    if key.kind == "intlist":
-        return [int(v) for v in values]
-    raw = values[0]
-    if key.kind == "int":
-        return int(raw)
-    if key.kind == "size":
-        return parse_size(raw)
-    if key.kind == "float":
-        return float(raw)
-    return raw
 
 
 def parse_env_file(text: str) -> dict[str, str]:

@@ -312,21 +312,13 @@ class EngineLive:
 
 
 def _typed(name: str, value: Any) -> Any:
-    key = BY_NAME[name]
+    """A reported value in its key's kind (sglang_schema.Kind.loose); one that is not stays as reported."""
     if value is None:
         return None
     try:
-        if key.kind in ("int", "size"):
-            return int(value)
-        if key.kind == "float":
-            return float(value)
-        if key.kind == "bool":
-            return bool(value)
-        if key.kind == "intlist":
-            return [int(v) for v in value]
+        return BY_NAME[name].type.loose(value)
     except (TypeError, ValueError):
         return value
-    return str(value)
 
 
 def normalize_engine(

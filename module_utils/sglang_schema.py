@@ -6,7 +6,9 @@ The same keys describe all four layers: declared, on disk, running and effective
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -18,6 +20,157 @@ except ImportError:  # outside Ansible: imported as a package
 
 ENGINE_ROLES = ("prefill", "decode")
 ROLES = (*ENGINE_ROLES, "router")
+
+
+# ---------------------------------------------------------------- value kinds
+
+
+def truthy(value: Any) -> bool:
+    """A bool as the layers write it: True, "1", "true"; unset, False, "0" and "false" are false."""
+    return bool(value) and value not in ("0", "false", "False")
+
+
+class Kind:
+    """How the values of one kind are checked when declared, parsed from argv and the environment, rendered, read
+    from a live answer and compared. The one place that switches on a key's kind; this base is `str`."""
+
+    name = "str"
+    nargs: int | str = 1  # argv tokens after the flag: 0 (a switch), 1, or "+" (one or more)
+
+    def coerce(self, value: Any) -> Any:
+        """A declared value in this kind; TypeError or ValueError when it is not one."""
+        return str(value)
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        """The value of the argv tokens after the flag."""
+        return tokens[0]
+
+    def render(self, flag: str, value: Any) -> list[str]:
+        """The argv tokens that set `value`."""
+        return [flag, str(value)]
+
+    def to_env(self, value: Any) -> str:
+        return str(value)
+
+    def from_env(self, raw: str | None) -> Any:
+        return raw
+
+    def loose(self, value: Any) -> Any:
+        """A value an engine reports (JSON), in this kind; TypeError or ValueError when it is not one."""
+        return str(value)
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two values mean the same setting; unset equals only unset."""
+        if a is None or b is None:
+            return a is None and b is None
+        return self._equal(a, b)
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        return str(a) == str(b)
+
+
+class _Int(Kind):
+    name = "int"
+
+    def coerce(self, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise TypeError(value)
+        return int(value)
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return int(tokens[0])
+
+    def loose(self, value: Any) -> Any:
+        return int(value)
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        return int(a) == int(b)
+
+
+class _Size(_Int):
+    """SGLang's human-readable ints (`128k`, `1Mi`), parsed with its rules (parse_size)."""
+
+    name = "size"
+
+    def coerce(self, value: Any) -> Any:
+        return parse_size(value) if isinstance(value, str) else super().coerce(value)
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return parse_size(tokens[0])
+
+
+class _Float(Kind):
+    name = "float"
+
+    def coerce(self, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return float(value)
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return float(tokens[0])
+
+    def render(self, flag: str, value: Any) -> list[str]:
+        return [flag, repr(float(value))]
+
+    def loose(self, value: Any) -> Any:
+        return float(value)
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        return math.isclose(float(a), float(b), rel_tol=1e-6)
+
+
+class _Bool(Kind):
+    """A switch: the flag alone sets it; unset means false, in every layer."""
+
+    name, nargs = "bool", 0
+
+    def coerce(self, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise TypeError(value)
+        return value
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return True
+
+    def render(self, flag: str, value: Any) -> list[str]:
+        return [flag] if value else []
+
+    def to_env(self, value: Any) -> str:
+        return "1" if value else "0"
+
+    def from_env(self, raw: str | None) -> Any:
+        return raw == "1"
+
+    def loose(self, value: Any) -> Any:
+        return bool(value)
+
+    def same(self, a: Any, b: Any) -> bool:
+        return truthy(a) == truthy(b)
+
+
+class _IntList(Kind):
+    name, nargs = "intlist", "+"
+
+    def coerce(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(value)
+        return [int(v) for v in value]
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return [int(v) for v in tokens]
+
+    def render(self, flag: str, value: Any) -> list[str]:
+        return [flag, *(str(v) for v in value)]
+
+    def loose(self, value: Any) -> Any:
+        return [int(v) for v in value]
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        return [int(x) for x in a] == [int(x) for x in b]
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (Kind(), _Int(), _Size(), _Float(), _Bool(), _IntList())}
 
 
 @dataclass(frozen=True)
@@ -45,6 +198,11 @@ class Key:
         flag, kind = found.pop()
         object.__setattr__(self, "flag", flag)
         object.__setattr__(self, "kind", kind)
+
+    @property
+    def type(self) -> Kind:
+        """How this key's values are checked, parsed, rendered and compared."""
+        return KINDS[self.kind]
 
 
 def _tables(roles: tuple[str, ...]) -> list[dict[str, Flag]]:
@@ -148,27 +306,7 @@ def coerce(key: Key, value: Any, where: str) -> Any:
     if value is None:
         return None
     try:
-        if key.kind == "bool":
-            if isinstance(value, bool):
-                return value
-            raise TypeError
-        if key.kind in ("int", "size"):
-            if isinstance(value, bool):
-                raise TypeError
-            if key.kind == "size" and isinstance(value, str):
-                return parse_size(value)
-            if isinstance(value, float) and not value.is_integer():
-                raise TypeError
-            return int(value)
-        if key.kind == "float":
-            if isinstance(value, bool):
-                raise TypeError
-            return float(value)
-        if key.kind == "intlist":
-            if not isinstance(value, (list, tuple)):
-                raise TypeError
-            return [int(v) for v in value]
-        return str(value)
+        return key.type.coerce(value)
     except (TypeError, ValueError):
         raise EnvelopeError(
             f"{where}.{key.name}={value!r} is not a valid {key.kind}; fix: declare a {key.kind} value"

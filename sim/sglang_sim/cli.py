@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from sglang_envelope.sglang_argspec import SGLANG
+from sglang_envelope.sglang_argspec import SGLANG, Flag
 from sglang_envelope.sglang_schema import parse_size
 
 from .flag_table import SGLANG_FLAGS
@@ -14,12 +14,6 @@ from .flag_table import SGLANG_FLAGS
 logger = logging.getLogger("sglang_sim")
 
 PROG = "sglang serve"
-
-# Choice lists come from SGLang's own argument table, so the simulator refuses exactly what SGLang refuses.
-KV_CACHE_DTYPES = tuple(SGLANG["kv_cache_dtype"].choices or ())
-DISAGGREGATION_MODES = tuple(SGLANG["disaggregation_mode"].choices or ())
-TRANSFER_BACKENDS = tuple(SGLANG["disaggregation_transfer_backend"].choices or ())
-ATTENTION_BACKENDS = tuple(SGLANG["attention_backend"].choices or ())
 
 # Deprecated flags SGLang 0.5.23 still accepts, with the warning it logs for each.
 DEPRECATED_FLAG_WARNINGS = {
@@ -44,49 +38,45 @@ _TYPES: dict[str, Any] = {"int": int, "float": float, "size": human_readable_int
 UNMODELLED_PREFIX = "unmodelled__"
 
 
-# The flags the simulator models, by dest: argparse keyword arguments with SGLang 0.5.23's types and defaults.
-MODELLED: dict[str, dict[str, Any]] = {
+# The flags the simulator acts on, by dest. Their option strings, types, nargs, defaults and choices are SGLang's
+# own (its argument table, sglang_argspec); only --model-path is required, as `sglang serve` requires it.
+MODELLED: tuple[str, ...] = (
     # Model and serving.
-    "model_path": {"type": str, "required": True},
-    "served_model_name": {"type": str, "default": None},
-    "host": {"type": str, "default": "127.0.0.1"},
-    "port": {"type": int, "default": 30000},
-    "trust_remote_code": {"action": "store_true"},
-    "api_key": {"type": str, "default": None},
-    "log_level": {"type": str, "default": "info"},
-    "watchdog_timeout": {"type": float, "default": 300},
-    "enable_metrics": {"action": "store_true"},
-    "enable_cache_report": {"action": "store_true"},
-    "allow_auto_truncate": {"action": "store_true"},
+    "model_path", "served_model_name", "host", "port", "trust_remote_code", "api_key", "log_level", "watchdog_timeout",
+    "enable_metrics", "enable_cache_report", "allow_auto_truncate",
     # Limits and memory.
-    "context_length": {"type": human_readable_int, "default": None},
-    "max_total_tokens": {"type": human_readable_int, "default": None},
-    "max_running_requests": {"type": int, "default": None},
-    "max_queued_requests": {"type": int, "default": None},
-    "chunked_prefill_size": {"type": int, "default": None},
-    "max_prefill_tokens": {"type": human_readable_int, "default": 16384},
-    "mem_fraction_static": {"type": float, "default": None},
-    "page_size": {"type": int, "default": None},
-    "kv_cache_dtype": {"type": str, "default": "auto", "choices": KV_CACHE_DTYPES},
-    "swa_full_tokens_ratio": {"type": float, "default": None},
-    "disable_radix_cache": {"action": "store_true"},
-    "attention_backend": {"type": str, "default": None, "choices": ATTENTION_BACKENDS},
+    "context_length", "max_total_tokens", "max_running_requests", "max_queued_requests", "chunked_prefill_size",
+    "max_prefill_tokens", "mem_fraction_static", "page_size", "kv_cache_dtype", "swa_full_tokens_ratio",
+    "disable_radix_cache", "attention_backend",
     # Parallelism.
-    "tp_size": {"type": int, "default": 1},
-    "dp_size": {"type": int, "default": 1},
-    "base_gpu_id": {"type": int, "default": 0},
-    "gpu_id_step": {"type": int, "default": 1},
+    "tp_size", "dp_size", "base_gpu_id", "gpu_id_step",
     # CUDA graphs: 0.5.23 split them per phase, so the old --cuda-graph-max-bs is an ambiguous prefix.
-    "cuda_graph_max_bs_decode": {"type": int, "default": None},
-    "cuda_graph_max_bs_prefill": {"type": int, "default": None},
-    "cuda_graph_bs_decode": {"type": int, "nargs": "+", "default": None},
-    "cuda_graph_bs_prefill": {"type": int, "nargs": "+", "default": None},
+    "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "cuda_graph_bs_decode", "cuda_graph_bs_prefill",
     # Prefill/decode disaggregation.
-    "disaggregation_mode": {"type": str, "default": "null", "choices": DISAGGREGATION_MODES},
-    "disaggregation_bootstrap_port": {"type": int, "default": 8998},
-    "disaggregation_transfer_backend": {"type": str, "default": "mooncake", "choices": TRANSFER_BACKENDS},
-    "disaggregation_ib_device": {"type": str, "default": None},
-}
+    "disaggregation_mode", "disaggregation_bootstrap_port", "disaggregation_transfer_backend",
+    "disaggregation_ib_device",
+)  # fmt: skip
+REQUIRED = ("model_path",)
+
+
+def modelled_argument(dest: str) -> dict[str, Any]:
+    """argparse keyword arguments of a modelled flag, from SGLang's argument table."""
+    flag = SGLANG[dest]
+    if flag.nargs == 0:
+        return {"action": "store_true"}
+    kw: dict[str, Any] = {"type": _TYPES[_token_kind(flag)], "default": flag.default}
+    if flag.nargs is not None:
+        kw["nargs"] = flag.nargs
+    if flag.choices:
+        kw["choices"] = tuple(flag.choices)
+    if dest in REQUIRED:
+        kw = {"type": kw["type"], "required": True}
+    return kw
+
+
+def _token_kind(flag: Flag) -> str:
+    """The kind of one value token of a flag (an int list's tokens are ints)."""
+    return "int" if flag.kind == "intlist" else flag.kind
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, allow_abbrev=True)
     for opts, nargs, kind, dest in SGLANG_FLAGS:
         if dest in MODELLED:
-            p.add_argument(*opts, dest=dest, **MODELLED[dest])
+            p.add_argument(*opts, dest=dest, **modelled_argument(dest))
         elif nargs == "0" and len(opts) == 2 and opts[1] == "--no-" + opts[0][2:]:
             p.add_argument(
                 opts[0], dest=UNMODELLED_PREFIX + dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS

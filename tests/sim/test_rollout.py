@@ -155,8 +155,10 @@ def test_restart_of_the_only_decode_engine_is_a_controlled_outage(stack_factory:
     assert result.histogram.get("503 + Retry-After (no_available_workers)", 0) > 0, (
         "the window should have been seen by the clients"
     )
+    # The clients see the outage end up to one Retry-After (1 s) after the engine is back, plus the first
+    # generation through it: the window they see is the rollout's own within those two seconds.
     window = result.window()
-    assert window is not None and 0 < window[0] <= timings["window"] + 1.0, (window, timings)
+    assert window is not None and 0 < window[0] <= timings["window"] + 2.0, (window, timings)
 
 
 def test_declared_workers_a_stopped_rollout_left_out_are_put_back(stack_factory: Callable[[int], Stack]) -> None:

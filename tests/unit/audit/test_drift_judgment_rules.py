@@ -16,7 +16,6 @@ import pytest
 from audit_helpers import model_inputs
 from sglang_envelope.sglang_drift import (
     LiveContext,
-    _bool,
     compare,
     effective_gap,
     host_drift,
@@ -29,6 +28,7 @@ from sglang_envelope.sglang_drift import (
     worker_drift,
 )
 from sglang_envelope.sglang_flags import REDACTED
+from sglang_envelope.sglang_schema import truthy
 
 DSV4 = model_inputs("deepseek-v4-flash")
 DECODE = {"tp_size": 4, "context_length": 131072, "disaggregation_mode": "decode"}
@@ -58,7 +58,7 @@ HAND_START = "the process runs with a value its files do not have (started or re
 )
 def test_bool_reading_of_a_layer_value(value: Any, expected: bool) -> None:
     """A bool setting is off when unset, falsy, or the text 0 / false / False."""
-    assert _bool(value) is expected
+    assert truthy(value) is expected
 
 
 SAME_CASES = [
