@@ -25,17 +25,12 @@ description:
     controller (C(localhost)); it writes only there, also in check mode, and reports RV(changed=false).
   - Does not fail on drift; RV(summary.failed) tells the playbook whether to.
 version_added: "1.0.0"
-author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sglang
 attributes:
   check_mode:
-    support: full
     details: The report files are written in check mode too; nothing else is touched.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   records:
     description:

@@ -18,17 +18,12 @@ description:
     token. C(/health) can answer 200 while requests hang; this cannot."
   - Runs on the engine's host (the engine may listen on loopback only).
 version_added: "1.1.0"
-author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sglang
 attributes:
   check_mode:
-    support: full
     details: Reports the requests in flight now; waits for nothing and sends no generation.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   engine:
     description: Base URL of the engine, for example V(http://127.0.0.1:30001).

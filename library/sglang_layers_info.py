@@ -28,16 +28,9 @@ description:
   - It only reads. The controller judges what it returns against the declaration (the audit's report,
     module_utils/sglang_drift.py C(judge)).
 version_added: "1.0.0"
-author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - sglang
 options:
   role:
     description: What the server is.

@@ -37,16 +37,9 @@ description:
     and the endpoint only.
   - Runs on the host of the server (the engines may listen on loopback only). Never changes anything.
 version_added: "1.0.0"
-author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - sglang
 options:
   endpoint:
     description: Base URL of the server, for example V(http://127.0.0.1:30001).

@@ -22,17 +22,12 @@ description:
   - Runs on the router's host (the router may listen on loopback only). With the router's C(--api-key), the worker
     API needs it (O(api_key)); a worker registered again gets it too, as the router's own workers have it.
 version_added: "1.1.0"
-author: SGLang DeepSeek-V4 deployment maintainers
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sglang
 attributes:
   check_mode:
-    support: full
     details: Reports whether the worker is listed and would be removed or added; changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   router:
     description: Base URL of the router, for example V(http://127.0.0.1:8000).
