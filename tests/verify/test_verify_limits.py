@@ -29,12 +29,10 @@ def _verdict(plan: HostPlan, server: Server, observed: dict[str, Any]) -> sglang
     )
 
 
-def _drift(verdict: sglang_drift.Verdict, layers: tuple[str, ...]) -> list[str]:
-    return [
-        f"{d.key}: declared {d.declared!r}, {d.layer} {d.live!r} ({d.explanation})"
-        for d in verdict.drift
-        if d.severity == "drift" and d.layer in layers
-    ]
+def _drifting(verdict: sglang_drift.Verdict, layer: str) -> list[tuple[sglang_drift.Row, str]]:
+    """The rows whose value at `layer` is drift, with the judge's explanation of their key."""
+    why = {d.key: d.explanation for d in verdict.drift if d.severity == "drift"}
+    return [(r, why.get(r.key, "")) for r in verdict.rows if r.marks.get(layer) == "drift"]
 
 
 @pytest.mark.parametrize("role", SERVER_ROLES)
@@ -43,7 +41,10 @@ def test_on_disk_envelope(plan: HostPlan, server: Server, observed: dict[str, An
     layers = observed.get("layers")
     assert layers, f"{server.unit}: files could not be read: {observed.get('layers_error')}"
     assert layers.get("on_disk") is not None, f"{server.unit}: {'; '.join(layers.get('problems') or [])}"
-    wrong = _drift(_verdict(plan, server, observed), ("declared", "on_disk"))
+    wrong = [
+        f"{r.key}: declared {r.values['declared']!r}, {server.script} has {r.values.get('on_disk')!r} ({why})"
+        for r, why in _drifting(_verdict(plan, server, observed), "on_disk")
+    ]
     assert not wrong, f"{server.unit}: " + "; ".join(wrong)
 
 
@@ -61,8 +62,12 @@ def test_live_limits(plan: HostPlan, server: Server, observed: dict[str, Any]) -
         if r.limit and r.values["declared"] is not None and "effective" not in r.values
         and not sglang_schema.BY_NAME[r.key].env
     ]  # fmt: skip
-    problems = unseen + _drift(verdict, ("running", "effective"))
-    assert not problems, f"{server.unit}: " + "; ".join(problems)
+    wrong = [
+        f"{r.key}: declared {r.values['declared']!r}, live {r.values['effective']!r} from "
+        f"{verdict.sources.get(r.key, '/server_info')} ({why})"
+        for r, why in _drifting(verdict, "effective")
+    ]
+    assert not unseen + wrong, f"{server.unit}: " + "; ".join(unseen + wrong)
 
 
 @pytest.mark.parametrize("role", ["router"])
@@ -70,7 +75,13 @@ def test_router_live_limits(plan: HostPlan, server: Server, observed: dict[str, 
     """smg runs with the declared limits (its argv, or its files when unchanged since it started), and routes to
     the declared workers."""
     layers = observed.get("layers") or {}
-    why = "; ".join(layers.get("notes") or layers.get("problems") or [])
-    assert layers.get("running") is not None, f"{server.unit}: the running limits are unknown: {why}"
-    wrong = _drift(_verdict(plan, server, observed), ("running", "effective"))
+    unknown = "; ".join(layers.get("notes") or layers.get("problems") or [])
+    assert layers.get("running") is not None, f"{server.unit}: the running limits are unknown: {unknown}"
+    verdict = _verdict(plan, server, observed)
+    wrong = [
+        f"{r.key}: declared {r.values['declared']!r}, running {r.values.get('running')!r} "
+        f"(from {layers.get('running_source')}; {why})"
+        for r, why in _drifting(verdict, "running")
+    ]
+    wrong += [d.explanation for d in verdict.drift if d.key == "workers"]
     assert not wrong, f"{server.unit}: " + "; ".join(wrong)
