@@ -13,6 +13,7 @@ from breaks_lab import Lab, keep_file, put_back, run_suite
 
 pytestmark = pytest.mark.lab
 
+
 def node(module: str, test: str, lab: Lab, role: str | None = None) -> str:
     param = f"ansible://{lab.name}" + (f"-{role}" if role else "")
     return f"tests/verify/{module}::{test}[{param}]"
