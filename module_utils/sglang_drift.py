@@ -69,9 +69,6 @@ class Audit:
     rows: list[Row]
     drift: list[Drift]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"rows": [asdict(r) for r in self.rows], "drift": [asdict(d) for d in self.drift]}
-
 
 # ---------------------------------------------------------------- prediction
 

@@ -14,15 +14,14 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_argspec import table_for
-    from ansible.module_utils.sglang_declared import local_url
+    from ansible.module_utils.sglang_declared import WILDCARDS, local_url
 except ImportError:
     from .sglang_argspec import table_for
-    from .sglang_declared import local_url
+    from .sglang_declared import WILDCARDS, local_url
 
 UNIT_NAMES = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "router": "sglang-dsv4-router"}
 HEALTH_PATHS = {"prefill": "/health", "decode": "/health", "router": "/readiness"}
 FILES = ("script", "env_file", "unit")
-WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def file_names(role: str, places: Mapping[str, Any]) -> dict[str, str]:
