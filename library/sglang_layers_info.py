@@ -182,9 +182,10 @@ notes:
 def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
     p = module.params
     role = p["role"]
+    unit = p["unit"] or UNIT_NAMES[role]
     layers = read_layers(
         role,
-        p["unit"] or UNIT_NAMES[role],
+        unit,
         p["script"],
         p["env_file"],
         p["facts_file"] or None,
@@ -199,7 +200,7 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
             info["sha1"] = host.sha1(info["path"])
     name = p["name"] or socket.gethostname()
     out = layers.snapshot()
-    out["unit"] = {"name": p["unit"] or UNIT_NAMES[role], **layers.unit}
+    out["unit"] = {"name": unit, **layers.unit}
     out.update(changed=False, role=role, problems=[f"{name}: {problem}" for problem in layers.problems])
     return out
 
