@@ -2,7 +2,7 @@
 
 Starts N simulated engines (`python -m sglang_sim`, one process each, on loopback) and, for 1, 8 and 64 of
 them, times:
-  audit  - what the audit does per endpoint (module_utils.sglang_live.read_engine: /server_info, /v1/models,
+  audit  - what the audit does per endpoint (module_utils.sglang_engine_live.read_engine: /server_info, /v1/models,
            /v1/loads, /metrics in threads, normalized, then sglang_drift.judge), for all endpoints at once
            (one thread per endpoint, as Ansible runs one module per host in parallel forks);
   floor  - one concurrent fan-out of the same raw GETs, bodies read and dropped (no parsing, no comparison):
@@ -35,7 +35,8 @@ from pathlib import Path
 
 import aiohttp
 from sglang_envelope.sglang_drift import judge
-from sglang_envelope.sglang_live import ENGINE_PATHS, UrllibTransport, read_engine
+from sglang_envelope.sglang_engine_live import ENGINE_PATHS, read_engine
+from sglang_envelope.sglang_http import UrllibTransport
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "models" / "deepseek-v4-flash"

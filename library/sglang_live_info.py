@@ -10,8 +10,10 @@ from typing import Any
 from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_engine_live import read_engine
 from ansible.module_utils.sglang_flags import api_key_in
-from ansible.module_utils.sglang_live import Reply, Transport, TransportError, classify, read_engine, read_router
+from ansible.module_utils.sglang_http import Reply, Transport, TransportError, classify
+from ansible.module_utils.smg_live import read_router
 from ansible.module_utils.urls import Request, make_context
 
 DOCUMENTATION = r"""

@@ -27,14 +27,16 @@ try:
         is_dsv4,
         resolve_max_running_requests,
     )
+    from ansible.module_utils.sglang_engine_live import IGNORED, EngineLive
     from ansible.module_utils.sglang_flags import REDACTED
-    from ansible.module_utils.sglang_live import IGNORED, EngineLive, router_effective
     from ansible.module_utils.sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
+    from ansible.module_utils.smg_live import router_effective
 except ImportError:
     from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
+    from .sglang_engine_live import IGNORED, EngineLive
     from .sglang_flags import REDACTED
-    from .sglang_live import IGNORED, EngineLive, router_effective
     from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
+    from .smg_live import router_effective
 
 LAYERS = ("declared", "on_disk", "running", "effective")
 # Keys whose unset value SGLang derives from the GPU's memory profile: a gap to the prediction is information.
@@ -157,7 +159,7 @@ class LiveContext:
 
 
 def live_context(effective: Mapping[str, Any], facts: Mapping[str, Any], requested: Mapping[str, Any]) -> LiveContext:
-    """The live facts that explain effective values, from an engine's normalized answer (sglang_live.EngineLive):
+    """The live facts that explain effective values, from an engine's normalized answer (sglang_engine_live.EngineLive):
     the pool as the engine applies it (else the memory report), attention-DP width, PD mode, echoed arguments."""
     return LiveContext(
         token_capacity=effective.get("max_total_tokens") or facts.get("token_capacity"),
@@ -357,7 +359,7 @@ def _worker_urls(items: Any) -> set[str]:
 
 
 def worker_drift(workers: list[Mapping[str, Any]] | None, expected: Mapping[str, Any] | None) -> list[Drift]:
-    """The workers the router lists (sglang_live.reduce_workers) against the inventory's (sglang_declared.workers):
+    """The workers the router lists (smg_live.reduce_workers) against the inventory's (sglang_declared.workers):
     a declared worker it does not route to, and a worker it routes to that the inventory does not declare."""
     if workers is None or expected is None:
         return []
@@ -415,7 +417,7 @@ def judge(
 ) -> Verdict:
     """Judge one server from what its readers returned, wherever it runs: `host` is the layer reader's snapshot
     (sglang_layers.Layers.snapshot, the sglang_layers_info module), `live` the live reader's
-    (sglang_live.ServerLive.snapshot, the sglang_live_info module), `model` the capacity model's inputs. None for
+    (sglang_http.ServerLive.snapshot, the sglang_live_info module), `model` the capacity model's inputs. None for
     a side means it was not read. The audit's report, the verify suite and the drift exporter all judge here.
 
     An engine's index-key dtype, when it does not report it, is inferred from its KV pool (infer_index_k). The

@@ -1,8 +1,8 @@
 """The drift exporter: the four-layer audit of this host's engines, as a node_exporter textfile.
 
 A systemd timer runs `python3 -m sglang_envelope.sglang_drift_export --config <file>` on every engine host. It reads
-the layers with the audit's own readers (sglang_layers.read_layers, sglang_live.read_engine), judges them with the
-audit's judge (sglang_drift.judge), and writes, atomically:
+the layers with the audit's own readers (sglang_layers.read_layers, sglang_engine_live.read_engine), judges them
+with the audit's judge (sglang_drift.judge), and writes, atomically:
 
 - `sglang_envelope_drift{server,key,layer} 1` for each drift item (severity drift; layer = where it starts);
 - `sglang_envelope_effective{server,key}` for each numeric or boolean live value the engine applies;
@@ -32,17 +32,19 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_drift import judge
+    from ansible.module_utils.sglang_engine_live import read_engine
     from ansible.module_utils.sglang_flags import api_key_in
+    from ansible.module_utils.sglang_http import Transport, UrllibTransport
     from ansible.module_utils.sglang_layers import HostFiles, read_layers
     from ansible.module_utils.sglang_layout import UNIT_NAMES
-    from ansible.module_utils.sglang_live import Transport, UrllibTransport, read_engine
     from ansible.module_utils.sglang_schema import normalize
 except ImportError:
     from .sglang_drift import judge
+    from .sglang_engine_live import read_engine
     from .sglang_flags import api_key_in
+    from .sglang_http import Transport, UrllibTransport
     from .sglang_layers import HostFiles, read_layers
     from .sglang_layout import UNIT_NAMES
-    from .sglang_live import Transport, UrllibTransport, read_engine
     from .sglang_schema import normalize
 
 

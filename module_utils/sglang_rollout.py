@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 try:
-    from ansible.module_utils.sglang_live import reduce_loads
+    from ansible.module_utils.sglang_engine_live import reduce_loads
 except ImportError:
-    from .sglang_live import reduce_loads
+    from .sglang_engine_live import reduce_loads
 
 # SGLang's own health-check bootstrap host: a PD engine generates without a partner (fake KV sender/receiver).
 FAKE_BOOTSTRAP_HOST = "2.2.2.2"

@@ -18,7 +18,7 @@ def _import_the_mutated_package() -> None:
     package = importlib.import_module("module_utils")
     assert Path(package.__file__ or "").resolve().parent == REPO / "module_utils", package.__file__
     sys.modules["sglang_envelope"] = package
-    for path in sorted((REPO / "module_utils").glob("sglang_*.py")):
+    for path in sorted((REPO / "module_utils").glob("[!_]*.py")):
         sys.modules[f"sglang_envelope.{path.stem}"] = importlib.import_module(f"module_utils.{path.stem}")
 
 

@@ -1,11 +1,12 @@
 """Declared limits against the files on the host and the values the live servers apply.
 
-The host's layers and live values are read on the host by the audit's own readers (sglang_layers, sglang_live) and
-judged on the controller by the audit's judge (module_utils/sglang_drift.py, judge), with the same capacity-model
-inputs: a verdict here is the audit's verdict. Live engine values: context_length from /v1/models max_model_len,
-max_running_requests from internal_states[0].effective_max_running_requests_per_dp, max_total_tokens from
-max_total_num_tokens, the other keys from the resolved server arguments. smg does not report its limits over HTTP:
-the router's effective limits are its running argv with smg's defaults.
+The host's layers and live values are read on the host by the audit's own readers (sglang_layers,
+sglang_engine_live, smg_live) and judged on the controller by the audit's judge (module_utils/sglang_drift.py,
+judge), with the same capacity-model inputs: a verdict here is the audit's verdict. Live engine values:
+context_length from /v1/models max_model_len, max_running_requests from
+internal_states[0].effective_max_running_requests_per_dp, max_total_tokens from max_total_num_tokens, the other keys
+from the resolved server arguments. smg does not report its limits over HTTP: the router's effective limits are its
+running argv with smg's defaults.
 """
 
 from __future__ import annotations

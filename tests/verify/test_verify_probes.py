@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from probes.verdicts import admission_problems, describe, rejection_problems
-from sglang_envelope import sglang_live
+from sglang_envelope import smg_live
 from verify_expect import ENGINE_ROLES, HostPlan
 from verify_remote import run_probe
 from verify_session import plan_of, snapshot_of
@@ -43,7 +43,7 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
             f"engines report no context length, max_req_input_len or KV pool: {contexts}, {inputs}, {pools}",
             pytrace=False,
         )
-    limits, _ = sglang_live.router_effective({k: v for k, v in router.envelope.items() if v is not None})
+    limits, _ = smg_live.router_effective({k: v for k, v in router.envelope.items() if v is not None})
     longest = min(int(i) for i in inputs) - 1  # SGLang accepts an input shorter than max_req_input_len
     hold = float(s["sglang_verify_probe_hold_secs"])
     config: dict[str, Any] = {

@@ -29,12 +29,12 @@ MODELS = REPO / "models"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECRET = "sk-lab-secret-123"
 
-for _path in sorted((REPO / "module_utils").glob("sglang_*.py")):
+for _path in sorted((REPO / "module_utils").glob("[!_]*.py")):
     _name = _path.stem
     sys.modules.setdefault(f"ansible.module_utils.{_name}", importlib.import_module(f"sglang_envelope.{_name}"))
 
 from sglang_envelope.sglang_drift import judge  # noqa: E402
-from sglang_envelope.sglang_live import Reply, TransportError  # noqa: E402
+from sglang_envelope.sglang_http import Reply, TransportError  # noqa: E402
 from sglang_envelope.sglang_schema import normalize  # noqa: E402
 
 

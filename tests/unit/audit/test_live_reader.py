@@ -20,15 +20,8 @@ from pathlib import Path
 import pytest
 from audit_helpers import REPO, SECRET, fixture_body
 from loopback import closed_port, http_server, silent_port
-from sglang_envelope.sglang_live import (
-    Fetched,
-    UrllibTransport,
-    classify,
-    describe,
-    fetch,
-    read_engine,
-    reduce_server_info,
-)
+from sglang_envelope.sglang_engine_live import read_engine, reduce_server_info
+from sglang_envelope.sglang_http import Fetched, UrllibTransport, classify, describe, fetch
 
 SNAPSHOT = REPO / "tests" / "verify" / "hostside" / "snapshot.py"
 ADMIN_SECRET = "sk-admin-secret-456"

@@ -24,30 +24,21 @@ from typing import Any
 import pytest
 from audit_helpers import SECRET, fixture_body
 from loopback import Handler, closed_port, http_server, silent_port
-from sglang_envelope import sglang_live as live_module
+from sglang_envelope import smg_live as live_module
 from sglang_envelope.sglang_drift import worker_drift
-from sglang_envelope.sglang_live import (
+from sglang_envelope.sglang_engine_live import (
     IGNORED,
     INDEX_K_DTYPE_SOURCE,
-    ROUTER_DEFAULTS,
-    Fetched,
-    Reply,
-    TransportError,
-    UrllibTransport,
     _typed,
-    classify,
-    describe,
-    fetch,
     normalize_engine,
     parse_metrics,
     read_engine,
-    read_router,
     reduce_loads,
     reduce_models,
     reduce_server_info,
-    reduce_workers,
-    router_effective,
 )
+from sglang_envelope.sglang_http import Fetched, Reply, TransportError, UrllibTransport, classify, describe, fetch
+from sglang_envelope.smg_live import ROUTER_DEFAULTS, read_router, reduce_workers, router_effective
 
 NOT_FOUND = b'{"detail":"Not Found"}'  # FastAPI's 404 body, as SGLang's server answers an unknown path
 UNAUTHORIZED = b'{"error":"Unauthorized"}'  # sglang/srt/utils/auth.py
@@ -300,7 +291,8 @@ def test_fetch_classifies_each_http_outcome(
     path: str, status: int, body: bytes, problem: str | None, detail: str, data: Any
 ) -> None:
     with http_server(answering({path: (status, body)}, [])) as url:
-        item = fetch(UrllibTransport(), url, path, api_key=None, timeout=5)
+        # The router adapter reads /readiness with error_body_ok (smg_live.read_router).
+        item = fetch(UrllibTransport(), url, path, api_key=None, timeout=5, error_body_ok=path == "/readiness")
     assert (item.path, item.status, item.problem, item.detail, item.data) == (path, status, problem, detail, data)
     assert item.ok is (problem is None)
 

@@ -22,7 +22,7 @@ from audit_helpers import (
     subset,
 )
 from sglang_envelope.sglang_drift import infer_index_k
-from sglang_envelope.sglang_live import Reply, TransportError
+from sglang_envelope.sglang_http import Reply, TransportError
 
 CASES = Path(__file__).with_suffix(".yaml")
 live_info = load_library("sglang_live_info")

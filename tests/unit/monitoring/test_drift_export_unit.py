@@ -24,8 +24,8 @@ sys.path.insert(0, str(AUDIT))
 
 from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
 from sglang_envelope import sglang_drift_export as export  # noqa: E402
+from sglang_envelope.sglang_http import Reply  # noqa: E402
 from sglang_envelope.sglang_layers import HostFiles  # noqa: E402
-from sglang_envelope.sglang_live import Reply  # noqa: E402
 from sglang_envelope.sglang_schema import EnvelopeError  # noqa: E402
 from test_sglang_layers import CASES as LAYER_CASES  # noqa: E402
 from test_sglang_layers import TICKS, build_host, layout_args  # noqa: E402

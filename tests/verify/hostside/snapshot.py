@@ -3,8 +3,8 @@
 One run collects what the verify checks need and prints it as JSON on stdout: file modes and owners, the
 units' state and processes, the TCP listeners of those processes, the environment files (secret values
 masked), the on-disk and running layers (sglang_layers), and the live state of every server
-(sglang_live: /health, /readiness, /server_info, /v1/models, /v1/loads, /metrics, normalized on the host so
-that raw bodies, which hold the API key, never leave it). GPU facts only where /dev/nvidia0 exists.
+(sglang_engine_live and smg_live: /health, /readiness, /server_info, /v1/models, /v1/loads, /metrics, normalized
+on the host so that raw bodies, which hold the API key, never leave it). GPU facts only where /dev/nvidia0 exists.
 
 Usage: python3 snapshot.pyz '<JSON spec>'   (the spec is built by tests/verify/verify_remote.py)
 """
@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sglang_envelope import sglang_layers, sglang_live
+from sglang_envelope import sglang_engine_live, sglang_http, sglang_layers, smg_live
 from sglang_envelope.sglang_flags import API_KEY_VAR, api_key_in, parse_env_file
 
 SECRET_VARS = (API_KEY_VAR,)
@@ -283,12 +283,12 @@ def layers_of(server: dict[str, Any], facts_file: str) -> dict[str, Any]:
 
 def live_of(server: dict[str, Any], timeout: float) -> dict[str, Any]:
     api_key = api_key_of(server["env_file"])
-    transport = sglang_live.UrllibTransport()
+    transport = sglang_http.UrllibTransport()
     name = socket.gethostname()
     if server["role"] == "router":
-        result = sglang_live.read_router(transport, server["base_url"], api_key=api_key, timeout=timeout, host=name)
+        result = smg_live.read_router(transport, server["base_url"], api_key=api_key, timeout=timeout, host=name)
     else:
-        result = sglang_live.read_engine(
+        result = sglang_engine_live.read_engine(
             transport, server["base_url"], server["role"], api_key=api_key, timeout=timeout, host=name
         )
     return result.snapshot()
