@@ -64,12 +64,12 @@ options:
   releases_dir:
     description:
       - Engine releases folder (the C(current) and C(previous) links lie beside it). Releases the deploy would not
-        keep (not linked, beyond the newest O(keep_releases) + 1, or without C(manifest.json)) are listed in
-        RV(releases), an unfinished release switch (O(release_fact_file)) in RV(release_switch). Omitted, neither is
-        read.
+        keep (not linked and not among the newest O(keep_releases) complete ones, module_utils/sglang_releases.py)
+        are listed in RV(releases), an unfinished release switch (O(release_fact_file)) in RV(release_switch).
+        Omitted, neither is read.
     type: path
   keep_releases:
-    description: How many of the newest releases the deploy keeps besides the one it installs.
+    description: How many of the newest complete releases the deploy keeps besides the linked ones.
     type: int
     default: 3
   unit_dir:

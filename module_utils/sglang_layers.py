@@ -22,9 +22,11 @@ from typing import Any
 
 try:
     from ansible.module_utils.sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
+    from ansible.module_utils.sglang_releases import releases_to_prune
     from ansible.module_utils.sglang_schema import EnvelopeError, keys_for
 except ImportError:
     from .sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
+    from .sglang_releases import releases_to_prune
     from .sglang_schema import EnvelopeError, keys_for
 
 UNIT_DIR = "/etc/systemd/system"
@@ -193,22 +195,17 @@ def release_switch(host: HostFiles, release_fact_file: str) -> dict[str, Any] | 
 
 
 def release_leftovers(host: HostFiles, releases_dir: str, keep: int) -> list[str]:
-    """Releases under `releases_dir` that the deploy would not keep: not the target of the `current` or `previous`
-    link beside it, not among the newest `keep` + 1 (the engine role's pruning rule), or incomplete (no
-    manifest.json: an install or switch that did not finish)."""
+    """Releases under `releases_dir` the release manager would remove (sglang_releases.releases_to_prune): not the
+    target of the `current` or `previous` link beside it and not among the newest `keep` complete ones."""
     root = host.path(releases_dir)
     try:
         dirs = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
-    linked = set()
-    for name in ("current", "previous"):
-        link = root.parent / name
-        if link.is_symlink():
-            linked.add(Path(os.readlink(link)).name)
-    newest = {p.name for p in sorted(dirs, key=lambda p: p.stat().st_mtime, reverse=True)[: keep + 1]}
-    out = [p for p in dirs if p.name not in linked and (p.name not in newest or not (p / "manifest.json").is_file())]
-    return sorted(str(Path(releases_dir) / p.name) for p in out)
+    linked = [Path(os.readlink(link)).name for link in (root.parent / "current", root.parent / "previous")
+              if link.is_symlink()]  # fmt: skip
+    releases = {p.name: (p.stat().st_mtime, (p / "manifest.json").is_file()) for p in dirs}
+    return [str(Path(releases_dir) / name) for name in releases_to_prune(releases, linked, keep)]
 
 
 def _user(uid: int) -> str:

@@ -59,6 +59,7 @@ _alerts = _load("sglang_alerts")
 _monitoring = _load("sglang_monitoring")
 _drift = _load("sglang_drift")
 _layout = _load("sglang_layout")
+_releases = _load("sglang_releases")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -326,6 +327,21 @@ def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12)
     return digest.hexdigest()[:length]
 
 
+def releases_to_prune(
+    found: Sequence[Mapping[str, Any]], releases_dir: str, linked: Sequence[str], keep: int
+) -> list[str]:
+    """Names of the releases to remove, from ansible.builtin.find over `releases_dir` (depth 2): its folders
+    are the releases, a manifest.json inside one marks it complete; `linked` holds the link targets."""
+    root = releases_dir.rstrip("/")
+    paths = {str(item["path"]) for item in found}
+    releases = {
+        Path(item["path"]).name: (float(item["mtime"]), f"{item['path']}/manifest.json" in paths)
+        for item in found
+        if item.get("isdir") and str(Path(item["path"]).parent) == root
+    }
+    return list(_releases.releases_to_prune(releases, [Path(t).name for t in linked], keep))
+
+
 def to_fact_json(value: Any) -> str:
     """Stable JSON for the local facts file (sorted keys, no timestamps), so reruns are byte-identical."""
     return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
@@ -436,6 +452,7 @@ class FilterModule:
             "sglang_env_quote": env_quote,
             "sglang_unit_value": unit_value,
             "sglang_source_digest": source_digest,
+            "sglang_releases_to_prune": releases_to_prune,
             "sglang_fact_json": to_fact_json,
             "sglang_audit_records": audit_records,
             "sglang_monitoring": monitoring,

@@ -41,7 +41,7 @@ def wheel_lab(tmp_path_factory: pytest.TempPathFactory) -> BuildLab:
         "sglang_build_env": {"PIP_NO_INDEX": "1"},
         # SGLang's own dependencies (torch, ...) are not what this test installs.
         "sglang_build_pip_install_args": ["--no-index", "--no-deps"],
-        "sglang_build_keep_releases": 1,
+        "sglang_defaults_keep_releases": 1,
     }
     return lab
 
@@ -72,6 +72,6 @@ def build_lab(tmp_path_factory: pytest.TempPathFactory) -> BuildLab:
         "sglang_build_python": sys.executable,
         "sglang_build_env": {"PIP_NO_INDEX": "1"},
         "sglang_build_pip_install_args": ["--no-index"],
-        "sglang_build_keep_releases": 1,
+        "sglang_defaults_keep_releases": 1,
     }
     return lab

@@ -26,6 +26,7 @@ SHIPPED = (
     "sglang_schema.py",
     "sglang_flags.py",
     "sglang_layers.py",
+    "sglang_releases.py",
     "sglang_http.py",
     "sglang_engine_live.py",
     "smg_live.py",

@@ -230,18 +230,21 @@ def test_release_switch_record(tmp_path: Path, raw: str | None, expected: dict[s
 @pytest.mark.parametrize(
     ("releases", "links", "keep", "expected"),
     [
-        ({"r1": True, "r2": True, "r3": True}, {}, 1, ["r1"]),
-        ({"r1": True, "r2": True, "r3": True}, {}, 2, []),
-        ({"r1": True, "r2": True, "r3": True}, {"current": "r1"}, 0, ["r2"]),
-        ({"r1": True, "r2": True, "r3": True}, {"previous": "r1"}, 0, ["r2"]),
+        ({"r1": True, "r2": True, "r3": True}, {}, 1, ["r1", "r2"]),
+        ({"r1": True, "r2": True, "r3": True}, {}, 2, ["r1"]),
+        ({"r1": True, "r2": True, "r3": True}, {}, 3, []),
+        ({"r1": True, "r2": True, "r3": True}, {"current": "r1"}, 0, ["r2", "r3"]),
+        ({"r1": True, "r2": True, "r3": True}, {"previous": "r1"}, 1, ["r2"]),
         ({"r1": True, "r2": True}, {"current": "r2", "previous": "r1"}, 0, []),
         ({"r1": True, "r2": False}, {}, 1, ["r2"]),
+        ({"r1": True, "r2": False, "r3": True}, {}, 2, ["r2"]),
     ],
 )
 def test_release_leftovers(
     tmp_path: Path, releases: dict[str, bool], links: dict[str, str], keep: int, expected: list[str]
 ) -> None:
-    """Leftovers: unlinked releases beyond the newest keep + 1 or without a manifest; plain files are not releases."""
+    """Leftovers: unlinked releases beyond the newest `keep` complete ones, incomplete ones too; plain files are not
+    releases."""
     base = tmp_path / "opt/sglang/releases"
     for age, (name, complete) in enumerate(releases.items()):
         (base / name).mkdir(parents=True)
