@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from deploytools import REPO
 from sglang_envelope.sglang_flags import parse_env_file
+from sglang_envelope.sglang_layers import HostFiles, release_leftovers
 
 
 def _plugin() -> ModuleType:
@@ -73,3 +78,27 @@ def test_secrets_never_enter_the_envelope() -> None:
     assert "s3cret" not in repr(envelope)
     assert '--api-key "${SGLANG_API_KEY}"' in F.render_args(envelope, "router")
     assert "api_key" not in F.public_envelope(envelope, "router")
+
+
+def test_release_pruning_from_find_agrees_with_the_audit(tmp_path: Path) -> None:
+    """The release manager's prune (ansible.builtin.find's answer through the filter) removes exactly what the
+    audit reports as leftovers (read from the file system): one rule, two adaptors."""
+    releases = tmp_path / "opt/sglang/releases"
+    for age, (name, complete) in enumerate([("r1", True), ("r2", False), ("r3", True), ("r4", True), ("r5", True)]):
+        (releases / name / "venv").mkdir(parents=True)
+        if complete:
+            (releases / name / "manifest.json").write_text("{}")
+        os.utime(releases / name, (1_000_000 + age, 1_000_000 + age))
+    (tmp_path / "opt/sglang/current").symlink_to(releases / "r5")
+    (tmp_path / "opt/sglang/previous").symlink_to(releases / "r1")
+    found = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-m", "ansible.builtin.find",
+         "-a", json.dumps({"paths": str(releases), "file_type": "any", "recurse": True, "depth": 2}), "-o"],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    )  # fmt: skip
+    files = json.loads(found.stdout.split("=>", 1)[1])["files"]
+    linked = [str(releases / "r5"), str(releases / "r1")]
+    pruned = F.releases_to_prune(files, str(releases), linked, 2)
+    assert pruned == ["r2", "r3"]
+    leftovers = release_leftovers(HostFiles(root=str(tmp_path)), "/opt/sglang/releases", 2)
+    assert leftovers == [f"/opt/sglang/releases/{name}" for name in pruned]
