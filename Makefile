@@ -1,6 +1,6 @@
 # make lab   boot the lab host(s) and deploy the stack into them (root)
 # make check lint + unit tests + the deep check (SGLang's and smg's own startup checks), no lab, a few minutes
-# make test  lint + the whole test suite: unit, contract, lab, deploy, audit, verify, molecule (root)
+# make test  lint + the whole test suite: unit, component, lab, verify, molecule (root)
 # make help  every target
 
 SHELL := /bin/bash
@@ -14,12 +14,14 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-# Every tests/<dir> holding test_*.py files, except the verify suite, which runs against a
-# deployed inventory (make verify). Override to narrow: make test TEST_DIRS=tests/unit
-TEST_DIRS ?= $(filter-out tests/verify,$(sort $(patsubst %/,%,$(dir $(wildcard tests/*/test_*.py)))))
+# Every directory under tests/ holding test_*.py files, at any depth, less those inside another (pytest collects
+# them with it): tests/unit, tests/component/*, tests/lab/*. The verify suite, verify/, is not under tests/: it runs
+# against a deployed inventory (make verify). Override to narrow: make test TEST_DIRS=tests/unit
+test_dirs := $(sort $(patsubst %/,%,$(dir $(shell find tests -name 'test_*.py'))))
+TEST_DIRS ?= $(strip $(foreach d,$(test_dirs),$(if $(filter $(addsuffix /%,$(test_dirs)),$(d)),,$(d))))
 PYTEST_ARGS ?=
-FAULT_DIRS := $(filter tests/faults,$(TEST_DIRS))
-ROLLOUT_DIRS := $(filter tests/lab,$(TEST_DIRS))
+FAULT_DIRS := $(filter tests/lab/faults,$(TEST_DIRS))
+ROLLOUT_DIRS := $(filter tests/lab/stack,$(TEST_DIRS))
 SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
@@ -73,8 +75,8 @@ $(PARSER_VENV)/.installed: requirements/sglang-cpu.txt
 	touch $@
 
 flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables from their own parsers
-	$(PARSER_VENV)/bin/python tests/deploy/flag_dump.py sglang --write module_utils/sglang_argtable.py
-	$(BIN)/python tests/deploy/flag_dump.py smg --write module_utils/smg_argtable.py
+	$(PARSER_VENV)/bin/python tests/component/contract/flag_dump.py sglang --write module_utils/sglang_argtable.py
+	$(BIN)/python tests/component/contract/flag_dump.py smg --write module_utils/smg_argtable.py
 	$(BIN)/ruff format -q module_utils/sglang_argtable.py module_utils/smg_argtable.py
 
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
@@ -150,7 +152,7 @@ lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
 
 # The quick target: no lab, no root. The deep check needs the parser venv (`make parser-venv`, once); without it
 # its tests fail and say so, since this target exists to run it.
-CHECK_TESTS ?= tests/unit tests/deploy/test_deep_check.py
+CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py
 
 check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-venv` once)
 	yamllint --strict .
@@ -204,7 +206,7 @@ test-rollout: venv ## Limit changes under load on the lab (tests marked rollout,
 	pytest -m rollout $(PYTEST_ARGS) tests/lab
 
 verify: venv ## The verify suite against the deployed lab
-	pytest tests/verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
+	pytest verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
 
 # SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml runs the scenario on another single-host lab (make test does).
 molecule: venv apt ## molecule test: destroy, create, converge, idempotence, verify, destroy (takes the lab down)

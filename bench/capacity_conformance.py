@@ -1,7 +1,7 @@
 """Print the capacity model beside SGLang 0.5.23's own pool sizing, cell by cell, with the deviation.
 
 Run: .venv/bin/python bench/capacity_conformance.py   (needs the parser venv: make parser-venv)
-The same grid as tests/conformance, which asserts agreement within 0.5 % on tokens and exact running requests.
+The same grid as tests/component/conformance, which asserts agreement within 0.5 % on tokens and exact running requests.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "component" / "conformance"))
 
 from pool_grid import FRACTIONS, budget, compare, grid, ours, sglang
 

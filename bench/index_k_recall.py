@@ -4,8 +4,8 @@
     .cache/sglang-parser-venv/bin/python bench/index_k_recall.py [--trials 8] [--lengths ...] [--depths ...]
 
 Runs in the parser venv (make parser-venv) with SGLang's code on CPU: roles/sglang_validate/files/sglang_cpu.py's
-bootstrap, then the pinned 0.5.23 wheel with patches/sglang-0.5.23 applied (tests/fork/sglang_patched_tree.py,
-cached under .cache/sglang-patched/, the tree tests/fork checks). The logits come from SGLang's functions:
+bootstrap, then the pinned 0.5.23 wheel with patches/sglang-0.5.23 applied (tests/component/fork/sglang_patched_tree.py,
+cached under .cache/sglang-patched/, the tree tests/component/fork checks). The logits come from SGLang's functions:
 upstream ``fp8_paged_mqa_logits_torch`` on the fp8 cache (e4m3 values, then one fp32 scale per key, per page)
 and the series' ``bf16_paged_mqa_logits`` (the serving path) on the bf16 cache; "exact" is a float64 NumPy
 score of the unrounded keys. Nothing here scores keys by itself.
@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "roles/sglang_validate/files"), str(REPO / "tests/fork"), str(REPO / "kernels")]
+sys.path[:0] = [str(REPO / "roles/sglang_validate/files"), str(REPO / "tests/component/fork"), str(REPO / "kernels")]
 
 import index_k_ref as ref  # noqa: E402
 import sglang_cpu  # noqa: E402

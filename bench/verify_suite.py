@@ -3,7 +3,7 @@
     .venv/bin/python bench/verify_suite.py [--repeat 3] [--inventory inventories/lab/hosts.yml]
 
 Target: a whole run within 60 s on the lab, so that operators run it after every change. Prints figures only;
-tests/verify_breaks checks that the suite passes on the intact lab and fails on each break.
+tests/lab/verify_breaks checks that the suite passes on the intact lab and fails on each break.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (default 3); the median is shown")
     parser.add_argument("--inventory", default="inventories/lab/hosts.yml")
     args = parser.parse_args()
-    argv = [sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://all",
+    argv = [sys.executable, "-m", "pytest", "verify", "--hosts=ansible://all",
             f"--ansible-inventory={args.inventory}", "-q", "-p", "no:cacheprovider"]  # fmt: skip
     samples = []
     for i in range(args.repeat):

@@ -5,7 +5,7 @@
 
 e.g. on a host the build role has deployed (its release is already patched):
     /opt/sglang/current/venv/bin/python patches/gpu_check.py
-or with the patched tree tests/fork builds ahead of an unpatched sglang install:
+or with the patched tree tests/component/fork builds ahead of an unpatched sglang install:
     python patches/gpu_check.py --tree .cache/sglang-patched/<series hash>
 
 Checks, each printed PASS or FAIL; exit 0 only when all pass (2: no CUDA device or no torch):

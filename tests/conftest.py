@@ -1,4 +1,4 @@
-"""Settings shared by every test directory."""
+"""Settings shared by every test directory, and the marker of each group of tests (unit, component, lab)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The tests by what they need: each top-level directory of tests/ gives its tests one marker (pytest -m component).
+GROUPS: dict[Path, tuple[str, str]] = {
+    REPO / "tests" / "unit": ("unit", "pure Python, no lab, no root (tests/unit)"),
+    REPO / "tests" / "component": (
+        "component",
+        "the real SGLang and smg code, the simulator, ansible-playbook renders, compilers; no lab, no root "
+        "(tests/component)",
+    ),
+    REPO / "tests" / "lab": (
+        "lab",
+        "boots or uses the systemd-nspawn lab (needs root and `make apt`); deselect with -m 'not lab' (tests/lab)",
+    ),
+}
 
 
 def _import_the_mutated_package() -> None:
@@ -27,17 +41,15 @@ if REPO.name == "mutants" and (REPO / "module_utils").is_dir():
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "lab: boots or uses the systemd-nspawn lab (needs root and `make apt`); deselect with -m 'not lab'",
-    )
+    for marker, meaning in GROUPS.values():
+        config.addinivalue_line("markers", f"{marker}: {meaning}")
     config.addinivalue_line(
         "markers",
         "rollout: limit changes under load on the lab (slow, minutes); `make test` runs them once, in their own pass",
     )
     config.addinivalue_line(
         "markers",
-        "faults: injects faults into site.yml runs on the lab (tests/faults); deselect with -m 'not faults'",
+        "faults: injects faults into site.yml runs on the lab (tests/lab/faults); deselect with -m 'not faults'",
     )
     # Tools run by tests (ansible-playbook, and ansible-inventory called by testinfra's ansible
     # backend) come from this interpreter's venv, and read the project's ansible.cfg from any cwd.
@@ -45,3 +57,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([venv_bin, os.environ.get("PATH", "")])
     os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test gets the marker of its group directory (GROUPS); tests outside them get none."""
+    for item in items:
+        path = item.path.resolve()
+        for directory, (marker, _) in GROUPS.items():
+            if path.is_relative_to(directory):
+                item.add_marker(marker)

@@ -1,5 +1,6 @@
 """The capacity model's own behaviour. Its agreement with SGLang 0.5.23 is proven by executing SGLang's pool
-configurators over a grid (tests/conformance); the figures pinned here were produced that way, as each test says."""
+configurators over a grid (tests/component/conformance); the figures pinned here were produced that way, as each
+test says."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def test_more_memory_fraction_gives_a_larger_pool(dsv4: dict[str, Any]) -> None:
 
 
 # Production envelope (inventories/production), 141 GiB H200, 284 B mxfp4 weights over tp 4. SGLang 0.5.23's
-# DSV4PoolConfigurator, run on CPU with the same available bytes (tests/conformance/sglang_pool.py), sized:
+# DSV4PoolConfigurator, run on CPU with the same available bytes (tests/component/conformance/sglang_pool.py), sized:
 SGLANG_PRODUCTION_POOLS = {
     ("decode", True): 11_159_040,
     ("decode", False): 12_184_320,

@@ -35,7 +35,7 @@ CTL = Path("/ctl/models")
 GROUPS = {"sglang_prefill": ["gpu-1"], "sglang_decode": ["gpu-1"], "sglang_router": ["gpu-1"]}
 
 # The refusal of a decode line as the real parser venv answered it (an entry of .cache/deep-check/ written by
-# tests/deploy/test_deep_check.py, case kv-mxfp8-decode).
+# tests/component/contract/test_deep_check.py, case kv-mxfp8-decode).
 SGLANG_REFUSAL = {
     "culprits": ["--kv-cache-dtype"],
     "error": "AssertionError: mxfp8 is not supported for DeepseekV4ForCausalLM",

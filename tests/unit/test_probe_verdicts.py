@@ -1,6 +1,6 @@
 """The verify probe's admission verdicts against fake routers on loopback.
 
-The probe program (tests/verify/probes/envelope_probe.py) fills a router's admission window, max_concurrent
+The probe program (verify/probes/envelope_probe.py) fills a router's admission window, max_concurrent
 + queue_size = 4 requests here that each hold for about a second, then sends 2 more. A router that keeps its
 limits answers those 2 with 429 at once; one that over-admits must make the verdict fail.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from loopback import http_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify" / "probes"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify" / "probes"))
 import envelope_probe
 from verdicts import admission_problems, rejection_problems
 

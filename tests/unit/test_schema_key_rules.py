@@ -46,7 +46,7 @@ def test_a_key_missing_from_its_roles_table_is_refused(name: str, roles: tuple[s
     ],
 )
 def test_size_refusals_carry_sglangs_text(text: str, message: str) -> None:
-    """The texts are SGLang's (tests/conformance/test_size_parsing.py runs its parser on the same inputs)."""
+    """The texts are SGLang's (tests/component/conformance/test_size_parsing.py runs its parser on the same inputs)."""
     with pytest.raises(ValueError) as error:
         parse_size(text)
     assert str(error.value) == message

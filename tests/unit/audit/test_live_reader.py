@@ -1,7 +1,7 @@
 """The live reader over real HTTP: the API key never leaves it, and the transport classifies real failures.
 
 The bodies are SGLang's own (fixtures/, made by SGLang 0.5.23's code); the servers are on loopback. The
-snapshot that the verify suite runs on a host (tests/verify/hostside/snapshot.py) reads servers outside
+snapshot that the verify suite runs on a host (verify/hostside/snapshot.py) reads servers outside
 Ansible, where no no_log masks anything: it runs here as the script it is.
 """
 
@@ -23,7 +23,7 @@ from loopback import closed_port, http_server, silent_port
 from sglang_envelope.sglang_engine_live import read_engine, reduce_server_info
 from sglang_envelope.sglang_http import Fetched, UrllibTransport, classify, describe, fetch
 
-SNAPSHOT = REPO / "tests" / "verify" / "hostside" / "snapshot.py"
+SNAPSHOT = REPO / "verify" / "hostside" / "snapshot.py"
 ADMIN_SECRET = "sk-admin-secret-456"
 BODIES = {
     "/server_info": "server_info_decode.json",
