@@ -2,7 +2,7 @@
 which envelope changes make it fit.
 
 Every figure comes from the capacity model (module_utils/sglang_capacity.py, held to SGLang 0.5.23's own sizing
-by tests/conformance) and every option is checked by the fleet validation (module_utils/sglang_validate.py):
+by tests/component/conformance) and every option is checked by the fleet validation (module_utils/sglang_validate.py):
 the planner only varies the declaration and asks them.
 
 Levers, as an operator would pull them:

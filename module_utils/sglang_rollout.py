@@ -2,7 +2,7 @@
 once it has been restarted and really generates, put it back and wait until the router routes to it again.
 
 smg 1.13.0's worker API (its own source, model_gateway/src/server.rs and worker/service.rs; checked against the
-installed router in tests/sim/test_rollout.py):
+installed router in tests/component/sim/test_rollout.py):
 - `GET /workers` lists `{"workers": [{"id", "url", "worker_type", "bootstrap_port", "status", "is_healthy", ...}]}`;
 - `DELETE /workers/{id}` answers 202: the worker turns `draining` (no new request is routed to it) for its
   drain settle window (5 s by default), then leaves the list;

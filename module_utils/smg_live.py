@@ -22,7 +22,7 @@ except ImportError:
 ROUTER_PATHS = {"readiness": "/readiness", "workers": "/workers"}
 
 # smg 1.13.0's defaults for the router limits it does not report over HTTP, from its parser's table
-# (module_utils/smg_argtable.py, checked against smg itself by tests/deploy/test_flag_tables.py).
+# (module_utils/smg_argtable.py, checked against smg itself by tests/component/contract/test_flag_tables.py).
 ROUTER_DEFAULTS: dict[str, Any] = {
     name: SMG[name].default
     for name in (
