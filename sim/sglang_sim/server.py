@@ -38,6 +38,21 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     return web.Response(text=_dumps(obj), status=status, content_type="application/json")
 
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _deprecated(old: str, new: str, handler: Handler) -> Handler:
+    """An old path that answers as `new` does, with SGLang's deprecation warning in the log."""
+
+    async def alias(request: web.Request) -> web.Response:
+        logger.warning(
+            f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
+        )
+        return await handler(request)
+
+    return alias
+
+
 def openai_error(message: str, status: int, err_type: str | None = None) -> dict[str, Any]:
     """SGLang's ErrorResponse: `BadRequestError` for a 400 from the engine, else the status code as type."""
     kind = err_type or ("BadRequestError" if status == 400 else str(status))
@@ -93,9 +108,9 @@ class Api:
         r.add_get("/health_generate", self.health)
         r.add_get("/ready", self.ready)
         r.add_get("/server_info", self.server_info)
-        r.add_get("/get_server_info", self.get_server_info)
+        r.add_get("/get_server_info", _deprecated("/get_server_info", "/server_info", self.server_info))
         r.add_get("/model_info", self.model_info)
-        r.add_get("/get_model_info", self.get_model_info)
+        r.add_get("/get_model_info", _deprecated("/get_model_info", "/model_info", self.model_info))
         r.add_get("/v1/models", self.models)
         r.add_get("/v1/models/{model:.+}", self.model)
         r.add_get("/v1/loads", self.loads)
@@ -131,22 +146,8 @@ class Api:
     async def server_info(self, request: web.Request) -> web.Response:
         return _json(info.server_info(self.engine))
 
-    async def get_server_info(self, request: web.Request) -> web.Response:
-        logger.warning(
-            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
-            "Please use '/server_info' instead."
-        )
-        return await self.server_info(request)
-
     async def model_info(self, request: web.Request) -> web.Response:
         return _json(info.model_info(self.engine))
-
-    async def get_model_info(self, request: web.Request) -> web.Response:
-        logger.warning(
-            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
-            "Please use '/model_info' instead."
-        )
-        return await self.model_info(request)
 
     async def models(self, request: web.Request) -> web.Response:
         return _json(info.model_list(self.engine))
