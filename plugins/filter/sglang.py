@@ -60,6 +60,7 @@ _monitoring = _load("sglang_monitoring")
 _drift = _load("sglang_drift")
 _layout = _load("sglang_layout")
 _releases = _load("sglang_releases")
+_closure = _load("sglang_closure")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -148,6 +149,11 @@ def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) ->
     """Whether a read entry (sglang_host_info's file, user or group) differs from `wanted` in any key it names."""
     found = found or {}
     return any(str(found.get(key)) != str(value) for key, value in wanted.items())
+
+
+def module_closure(entry: str) -> list[str]:
+    """The module_utils modules `entry` needs on a host (itself included), sglang_closure.closure."""
+    return list(_closure.closure(entry))
 
 
 def file_entries(
@@ -476,6 +482,7 @@ class FilterModule:
             "sglang_paths_to_write": paths_to_write,
             "sglang_file_entries": file_entries,
             "sglang_entry_differs": entry_differs,
+            "sglang_module_closure": module_closure,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,
             "sglang_check_fleet": check_fleet,
