@@ -38,13 +38,10 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     return web.Response(text=_dumps(obj), status=status, content_type="application/json")
 
 
-Handler = Callable[[web.Request], Awaitable[web.Response]]
-
-
 def _deprecated(old: str, new: str, handler: Handler) -> Handler:
     """An old path that answers as `new` does, with SGLang's deprecation warning in the log."""
 
-    async def alias(request: web.Request) -> web.Response:
+    async def alias(request: web.Request) -> web.StreamResponse:
         logger.warning(
             f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
         )
@@ -453,41 +450,30 @@ class Api:
             return "abort", None
         return "length", None
 
+    def _openai_answer(
+        self, req: SimRequest, model: str, kind: str, content: dict[str, Any], usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """One OpenAI answer or stream chunk of `kind` with one choice holding `content`."""
+        finish, matched = self._finish(req)
+        choice = {"index": 0, **content, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+        return {"id": req.rid, "object": kind, "created": int(time.time()), "model": model, "choices": [choice],
+                "usage": usage}  # fmt: skip
+
     def _openai_body(self, req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
         text = self._text(req, 0, req.generated)
-        finish, matched = self._finish(req)
-        choice: dict[str, Any] = {"index": 0}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
-        else:
-            choice["text"] = text
-        choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
-        return {
-            "id": req.rid,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [choice],
-            "usage": self._usage(req),
-            "metadata": {"weight_version": self.cfg.args.get("weight_version", "default")},
-        }
+        message = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
+        content = {"message": message} if chat else {"text": text}
+        kind = "chat.completion" if chat else "text_completion"
+        body = self._openai_answer(req, model, kind, content, self._usage(req))
+        return body | {"metadata": {"weight_version": self.cfg.args.get("weight_version", "default")}}
 
     def _chunk(self, req: SimRequest, model: str, chat: bool, delta: str, first: bool) -> dict[str, Any]:
-        finish, matched = self._finish(req)
-        choice: dict[str, Any] = {"index": 0}
+        content: dict[str, Any]
         if chat:
-            choice["delta"] = {"role": "assistant", "content": delta} if first else {"content": delta}
+            content = {"delta": {"role": "assistant", "content": delta} if first else {"content": delta}}
         else:
-            choice["text"] = delta
-        choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
-        return {
-            "id": req.rid,
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [choice],
-            "usage": None,
-        }
+            content = {"text": delta}
+        return self._openai_answer(req, model, "chat.completion.chunk" if chat else "text_completion", content, None)
 
     async def _openai_stream(
         self,
