@@ -22,7 +22,7 @@ TEST_DIRS ?= $(strip $(foreach d,$(test_dirs),$(if $(filter $(addsuffix /%,$(tes
 PYTEST_ARGS ?=
 FAULT_DIRS := $(filter tests/lab/faults,$(TEST_DIRS))
 ROLLOUT_DIRS := $(filter tests/lab/stack,$(TEST_DIRS))
-SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine
+SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine roles/sglang_common/files/wheelhouse.sh
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
 # prometheus (promtool: the alert rules tests), plus tools a minimal Debian may lack.

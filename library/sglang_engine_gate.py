@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_rollout import RolloutError, in_flight, probe_generation, wait_idle
+from ansible.module_utils.sglang_rollout import WAIT_ARGS, RolloutError, in_flight, probe_generation, wait_idle
 
 DOCUMENTATION = r"""
 ---
@@ -21,6 +21,7 @@ version_added: "1.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sglang
+  - sglang.wait
 attributes:
   check_mode:
     details: Reports the requests in flight now; waits for nothing and sends no generation.
@@ -39,18 +40,6 @@ options:
     type: str
     choices: [idle, generation]
     required: true
-  api_key:
-    description: The engine's key.
-    type: str
-    default: ""
-  timeout:
-    description: Seconds to wait.
-    type: float
-    default: 120
-  interval:
-    description: Seconds between two looks at C(/v1/loads).
-    type: float
-    default: 0.5
 """
 
 EXAMPLES = r"""
@@ -80,9 +69,7 @@ def main() -> None:
             "engine": {"type": "str", "required": True},
             "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "unified"]},
             "wait": {"type": "str", "required": True, "choices": ["idle", "generation"]},
-            "api_key": {"type": "str", "default": "", "no_log": True},
-            "timeout": {"type": "float", "default": 120.0},
-            "interval": {"type": "float", "default": 0.5},
+            **WAIT_ARGS,
         },
         supports_check_mode=True,
     )

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_rollout import RolloutError, find_worker, put_back, serving, take_out
+from ansible.module_utils.sglang_rollout import WAIT_ARGS, RolloutError, find_worker, put_back, serving, take_out
 
 DOCUMENTATION = r"""
 ---
@@ -25,6 +25,7 @@ version_added: "1.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sglang
+  - sglang.wait
 attributes:
   check_mode:
     details: Reports whether the worker is listed and would be removed or added; changes nothing.
@@ -47,23 +48,11 @@ options:
       - "O(state=present): the worker to register: C(url), C(worker_type) (V(prefill) or V(decode)) and, for a
         prefill, C(bootstrap_port). Usually RV(spec) of the O(state=absent) call."
     type: dict
-  api_key:
-    description: The router's key (C(Authorization) for the worker API, and the key of a re-registered worker).
-    type: str
-    default: ""
   router_down:
     description: What O(state=present) does when the router does not answer at all.
     type: str
     choices: [fail, skip]
     default: fail
-  timeout:
-    description: Seconds to wait for the router to drop the worker, or to report it ready and healthy.
-    type: float
-    default: 120
-  interval:
-    description: Seconds between two looks at C(GET /workers).
-    type: float
-    default: 0.5
 """
 
 EXAMPLES = r"""
@@ -101,10 +90,8 @@ def main() -> None:
             "url": {"type": "str", "required": True},
             "state": {"type": "str", "required": True, "choices": ["absent", "present"]},
             "spec": {"type": "dict"},
-            "api_key": {"type": "str", "default": "", "no_log": True},
             "router_down": {"type": "str", "default": "fail", "choices": ["fail", "skip"]},
-            "timeout": {"type": "float", "default": 120.0},
-            "interval": {"type": "float", "default": 0.5},
+            **WAIT_ARGS,
         },
         required_if=[("state", "present", ["spec"])],
         supports_check_mode=True,

@@ -326,9 +326,11 @@ def _read_process(out: Layers, role: str, unit: str, host: HostFiles, ticks: int
     if host.run is None:
         out.notes.append("no systemctl access: running layer unknown")
         return
-    show = parse_systemctl_show(host.run(["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", unit]))
+    show = parse_systemctl_show(
+        host.run(["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", "-p", "UnitFileState", unit])
+    )
     pid = int(show.get("MainPID") or 0)
-    out.unit.update({"active_state": show.get("ActiveState"), "main_pid": pid})
+    out.unit.update({"active_state": show.get("ActiveState"), "enabled": show.get("UnitFileState"), "main_pid": pid})
     if pid <= 0:
         out.problems.append(f"{unit} has no main process (ActiveState={show.get('ActiveState')})")
         return

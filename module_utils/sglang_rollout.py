@@ -31,6 +31,14 @@ try:
 except ImportError:
     from .sglang_engine_live import reduce_loads
 
+# The argument spec of the options every module that waits on a server shares (sglang_engine_gate,
+# sglang_router_worker; documented by the doc fragment sglang.wait).
+WAIT_ARGS: dict[str, dict[str, Any]] = {
+    "api_key": {"type": "str", "default": "", "no_log": True},
+    "timeout": {"type": "float", "default": 120.0},
+    "interval": {"type": "float", "default": 0.5},
+}
+
 # SGLang's own health-check bootstrap host: a PD engine generates without a partner (fake KV sender/receiver).
 FAKE_BOOTSTRAP_HOST = "2.2.2.2"
 PD_ROLES = ("prefill", "decode")

@@ -11,30 +11,32 @@ import base64
 import io
 import ipaddress
 import json
+import re
 import shlex
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_envelope.sglang_closure import closure
 from verify_expect import REPO, HostPlan
 
 HERE = Path(__file__).resolve().parent
 MODULE_UTILS = REPO / "module_utils"
-# The project's core modules the snapshot imports on the host (stdlib only, see their headers).
-SHIPPED = (
-    "sglang_schema.py",
-    "sglang_flags.py",
-    "sglang_layers.py",
-    "sglang_releases.py",
-    "sglang_http.py",
-    "sglang_engine_live.py",
-    "smg_live.py",
-    "sglang_argspec.py",
-    "sglang_argtable.py",
-    "smg_argtable.py",
-)
+SNAPSHOT = HERE / "hostside" / "snapshot.py"
 PROBE = HERE / "probes" / "envelope_probe.py"
+
+
+def _snapshot_imports() -> list[str]:
+    """The project's modules snapshot.py imports (`from sglang_envelope[.x] import ...`)."""
+    names = []
+    for module, imported in re.findall(r"^from sglang_envelope(?:\.(\w+))? import (.+)$", SNAPSHOT.read_text(), re.M):
+        names += [module] if module else [name.strip() for name in imported.split(",")]
+    return names
+
+
+# The project's core modules the snapshot needs on the host (stdlib only): the closure of its imports.
+SHIPPED = tuple(f"{name}.py" for name in closure(*_snapshot_imports()))
 
 
 class RemoteError(AssertionError):
@@ -52,7 +54,7 @@ def snapshot_archive() -> bytes:
     """A zipapp: __main__ (the snapshot) plus module_utils as package `sglang_envelope`."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("__main__.py", (HERE / "hostside" / "snapshot.py").read_text())
+        zf.writestr("__main__.py", SNAPSHOT.read_text())
         zf.writestr("sglang_envelope/__init__.py", "")
         for name in SHIPPED:
             zf.writestr(f"sglang_envelope/{name}", (MODULE_UTILS / name).read_text())

@@ -14,3 +14,21 @@ attributes:
   platform:
     platforms: posix
 """
+
+    # The options of the modules that wait on a server during a rollout (sglang_engine_gate,
+    # sglang_router_worker); their argument spec is module_utils/sglang_rollout.py WAIT_ARGS.
+    WAIT = r"""
+options:
+  api_key:
+    description: The server's key (C(Authorization)); empty when it has none.
+    type: str
+    default: ""
+  timeout:
+    description: Seconds to wait.
+    type: float
+    default: 120
+  interval:
+    description: Seconds between two looks.
+    type: float
+    default: 0.5
+"""

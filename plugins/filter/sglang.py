@@ -60,6 +60,7 @@ _monitoring = _load("sglang_monitoring")
 _drift = _load("sglang_drift")
 _layout = _load("sglang_layout")
 _releases = _load("sglang_releases")
+_closure = _load("sglang_closure")
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -129,6 +130,48 @@ def model_inputs(hostvars: Mapping[str, Any], model_config: Any) -> dict[str, An
 def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
     """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
     return list(_drift.files_to_write(_plain(files), _plain(wanted)))
+
+
+def paths_to_write(wanted: Sequence[Mapping[str, Any]], found: Mapping[str, Any]) -> list[str]:
+    """The `dest` of each wanted file ({dest, content or src, owner, group, mode}) whose content, owner, group or
+    mode on the host (sglang_host_info's files) differs; `src` is a controller file, read here."""
+    want = {}
+    for item in wanted:
+        data = Path(item["src"]).read_bytes() if "src" in item else str(item["content"]).encode()
+        want[item["dest"]] = {"path": item["dest"], "sha1": hashlib.sha1(data).hexdigest()} | {
+            key: item[key] for key in ("owner", "group", "mode")
+        }
+    have = {path: {"path": path, **entry} for path, entry in _plain(found).items()}
+    return list(_drift.files_to_write(have, want))
+
+
+def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
+    """Whether a read entry (sglang_host_info's file, user or group) differs from `wanted` in any key it names."""
+    found = found or {}
+    return any(str(found.get(key)) != str(value) for key, value in wanted.items())
+
+
+def module_closure(entry: str) -> list[str]:
+    """The module_utils modules `entry` needs on a host (itself included), sglang_closure.closure."""
+    return list(_closure.closure(entry))
+
+
+def file_entries(
+    names: Sequence[str],
+    src_dir: str,
+    dest_dir: str,
+    owner: str = "root",
+    group: str = "root",
+    mode: str = "0644",
+    notify: str | None = None,
+) -> list[dict[str, Any]]:
+    """Copy entries ({src, dest, owner, group, mode, notify}) for files of one controller folder into one host
+    folder, the shape sglang_paths_to_write and a copy loop take."""
+    return [
+        {"src": f"{src_dir}/{name}", "dest": f"{dest_dir}/{name}", "owner": owner, "group": group, "mode": mode}
+        | ({"notify": notify} if notify else {})
+        for name in names
+    ]
 
 
 def router_worker_specs(worker_map: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -436,6 +479,10 @@ class FilterModule:
             "sglang_local_url": local_url,
             "sglang_model_inputs": model_inputs,
             "sglang_files_to_write": files_to_write,
+            "sglang_paths_to_write": paths_to_write,
+            "sglang_file_entries": file_entries,
+            "sglang_entry_differs": entry_differs,
+            "sglang_module_closure": module_closure,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,
             "sglang_check_fleet": check_fleet,

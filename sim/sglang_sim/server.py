@@ -38,6 +38,18 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     return web.Response(text=_dumps(obj), status=status, content_type="application/json")
 
 
+def _deprecated(old: str, new: str, handler: Handler) -> Handler:
+    """An old path that answers as `new` does, with SGLang's deprecation warning in the log."""
+
+    async def alias(request: web.Request) -> web.StreamResponse:
+        logger.warning(
+            f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
+        )
+        return await handler(request)
+
+    return alias
+
+
 def openai_error(message: str, status: int, err_type: str | None = None) -> dict[str, Any]:
     """SGLang's ErrorResponse: `BadRequestError` for a 400 from the engine, else the status code as type."""
     kind = err_type or ("BadRequestError" if status == 400 else str(status))
@@ -93,9 +105,9 @@ class Api:
         r.add_get("/health_generate", self.health)
         r.add_get("/ready", self.ready)
         r.add_get("/server_info", self.server_info)
-        r.add_get("/get_server_info", self.get_server_info)
+        r.add_get("/get_server_info", _deprecated("/get_server_info", "/server_info", self.server_info))
         r.add_get("/model_info", self.model_info)
-        r.add_get("/get_model_info", self.get_model_info)
+        r.add_get("/get_model_info", _deprecated("/get_model_info", "/model_info", self.model_info))
         r.add_get("/v1/models", self.models)
         r.add_get("/v1/models/{model:.+}", self.model)
         r.add_get("/v1/loads", self.loads)
@@ -131,22 +143,8 @@ class Api:
     async def server_info(self, request: web.Request) -> web.Response:
         return _json(info.server_info(self.engine))
 
-    async def get_server_info(self, request: web.Request) -> web.Response:
-        logger.warning(
-            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
-            "Please use '/server_info' instead."
-        )
-        return await self.server_info(request)
-
     async def model_info(self, request: web.Request) -> web.Response:
         return _json(info.model_info(self.engine))
-
-    async def get_model_info(self, request: web.Request) -> web.Response:
-        logger.warning(
-            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
-            "Please use '/model_info' instead."
-        )
-        return await self.model_info(request)
 
     async def models(self, request: web.Request) -> web.Response:
         return _json(info.model_list(self.engine))
@@ -452,41 +450,30 @@ class Api:
             return "abort", None
         return "length", None
 
+    def _openai_answer(
+        self, req: SimRequest, model: str, kind: str, content: dict[str, Any], usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """One OpenAI answer or stream chunk of `kind` with one choice holding `content`."""
+        finish, matched = self._finish(req)
+        choice = {"index": 0, **content, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+        return {"id": req.rid, "object": kind, "created": int(time.time()), "model": model, "choices": [choice],
+                "usage": usage}  # fmt: skip
+
     def _openai_body(self, req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
         text = self._text(req, 0, req.generated)
-        finish, matched = self._finish(req)
-        choice: dict[str, Any] = {"index": 0}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
-        else:
-            choice["text"] = text
-        choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
-        return {
-            "id": req.rid,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [choice],
-            "usage": self._usage(req),
-            "metadata": {"weight_version": self.cfg.args.get("weight_version", "default")},
-        }
+        message = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
+        content = {"message": message} if chat else {"text": text}
+        kind = "chat.completion" if chat else "text_completion"
+        body = self._openai_answer(req, model, kind, content, self._usage(req))
+        return body | {"metadata": {"weight_version": self.cfg.args.get("weight_version", "default")}}
 
     def _chunk(self, req: SimRequest, model: str, chat: bool, delta: str, first: bool) -> dict[str, Any]:
-        finish, matched = self._finish(req)
-        choice: dict[str, Any] = {"index": 0}
+        content: dict[str, Any]
         if chat:
-            choice["delta"] = {"role": "assistant", "content": delta} if first else {"content": delta}
+            content = {"delta": {"role": "assistant", "content": delta} if first else {"content": delta}}
         else:
-            choice["text"] = delta
-        choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
-        return {
-            "id": req.rid,
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [choice],
-            "usage": None,
-        }
+            content = {"text": delta}
+        return self._openai_answer(req, model, "chat.completion.chunk" if chat else "text_completion", content, None)
 
     async def _openai_stream(
         self,

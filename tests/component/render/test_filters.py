@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -102,3 +103,27 @@ def test_release_pruning_from_find_agrees_with_the_audit(tmp_path: Path) -> None
     assert pruned == ["r2", "r3"]
     leftovers = release_leftovers(HostFiles(root=str(tmp_path)), "/opt/sglang/releases", 2)
     assert leftovers == [f"/opt/sglang/releases/{name}" for name in pruned]
+
+
+def test_paths_to_write_compares_content_owner_and_mode(tmp_path: Path) -> None:
+    """A wanted file is written only when sglang_host_info's read differs in content, owner, group or mode."""
+    src = tmp_path / "mod.py"
+    src.write_text("x = 1\n")
+    wanted = [
+        *F.file_entries(["mod.py"], str(tmp_path), "/opt/pkg", notify="Run it"),
+        {"dest": "/etc/a.yml", "content": "a: 1\n", "owner": "root", "group": "root", "mode": "0644"},
+    ]
+    assert wanted[0] == {"src": str(src), "dest": "/opt/pkg/mod.py", "owner": "root", "group": "root", "mode": "0644",
+                         "notify": "Run it"}  # fmt: skip
+    same = {"exists": True, "owner": "root", "group": "root", "mode": "0644"}
+    found = {
+        "/opt/pkg/mod.py": same | {"sha1": hashlib.sha1(b"x = 1\n").hexdigest()},
+        "/etc/a.yml": same | {"sha1": hashlib.sha1(b"a: 1\n").hexdigest()},
+    }
+    assert F.paths_to_write(wanted, found) == []
+    assert F.paths_to_write(wanted, found | {"/etc/a.yml": found["/etc/a.yml"] | {"mode": "0600"}}) == ["/etc/a.yml"]
+    assert F.paths_to_write(wanted, found | {"/opt/pkg/mod.py": {"exists": False}}) == ["/opt/pkg/mod.py"]
+    src.write_text("x = 2\n")
+    assert F.paths_to_write(wanted, found) == ["/opt/pkg/mod.py"]
+    assert F.entry_differs(found["/etc/a.yml"], {"owner": "root", "mode": "0644"}) is False
+    assert F.entry_differs(None, {"exists": True}) is True

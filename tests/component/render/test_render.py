@@ -172,7 +172,7 @@ def test_router_script_lists_every_worker_and_the_limits(rendered: tuple[str, Pa
         text = script.read_text()
         assert "\nset -euo pipefail\n" in text
         argv = bash_argv(script)
-        assert argv[:2] == ["/opt/smg/venv/bin/smg", "launch"]
+        assert argv[:2] == ["/opt/smg/current/venv/bin/smg", "launch"]
         flags = [t for t in argv[2:] if t.startswith("--")]
         assert [f for f in flags if f not in options] == [], "not full option strings of smg's parser"
         args = parse_router_args(argv[2:])  # smg 1.13.0's own parser

@@ -33,7 +33,7 @@ ENV_FILE = "/etc/sglang/dsv4-router.env"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}.service"
 SCRIPT_TEXT = "#!/bin/bash\nexec /opt/smg/bin/smg launch \\\n  --port 8000\n"
 UNIT_TEXT = f"[Service]\nEnvironmentFile=-{ENV_FILE}\nExecStart={SCRIPT}\n"
-SHOW_CALL = ["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", UNIT]
+SHOW_CALL = ["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", "-p", "UnitFileState", UNIT]
 TITLE_NOTE = f"the process title is rewritten (no argv in /proc/{PID}/cmdline)"
 FILES_NOTE = f"{TITLE_NOTE}: running values are the files' values, which did not change after the process started"
 
@@ -324,7 +324,7 @@ def test_unit_problems(
 
 
 def test_systemctl_is_asked_for_main_pid_and_active_state(tmp_path: Path) -> None:
-    """The running layer starts from `systemctl show -p MainPID -p ActiveState <unit>`."""
+    """The running layer starts from `systemctl show -p MainPID -p ActiveState -p UnitFileState <unit>`."""
     calls: list[list[str]] = []
     _read(_host(tmp_path, "MainPID=0\nActiveState=inactive\n", calls))
     assert calls == [SHOW_CALL]

@@ -212,7 +212,7 @@ def test_the_script_and_unit_read_are_the_entrys(
 
     entry = spec("decode_no_drift", role=role, model=None, **extra)
     audit = export.audit_server(entry, HostFiles(root=str(tmp_path), run=systemctl), Recording("decode_no_drift"))
-    assert asked == [["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", unit]]
+    assert asked == [["systemctl", "show", "-p", "MainPID", "-p", "ActiveState", "-p", "UnitFileState", unit]]
     assert audit.errors == [
         f"{script} does not exist: the server is not deployed here",
         f"{unit} has no main process (ActiveState=failed)",
