@@ -22,7 +22,7 @@ TEST_DIRS ?= $(strip $(foreach d,$(test_dirs),$(if $(filter $(addsuffix /%,$(tes
 PYTEST_ARGS ?=
 FAULT_DIRS := $(filter tests/lab/faults,$(TEST_DIRS))
 ROLLOUT_DIRS := $(filter tests/lab/stack,$(TEST_DIRS))
-SHELL_SCRIPTS ?= .ci/run roles/sglang_lab/files/sglang-lab-machine roles/sglang_common/files/wheelhouse.sh
+SHELL_SCRIPTS ?= .ci/run collections/ansible_collections/sglang/dsv4/roles/sglang_lab/files/sglang-lab-machine collections/ansible_collections/sglang/dsv4/roles/sglang_common/files/wheelhouse.sh
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
 # prometheus (promtool: the alert rules tests), plus tools a minimal Debian may lack.
@@ -51,7 +51,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test \
+.PHONY: help venv apt parser-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
 	test-rollout lint verify molecule
 
 help:
@@ -75,14 +75,14 @@ $(PARSER_VENV)/.installed: requirements/sglang-cpu.txt
 	touch $@
 
 flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables from their own parsers
-	$(PARSER_VENV)/bin/python tests/component/contract/flag_dump.py sglang --write module_utils/sglang_argtable.py
-	$(BIN)/python tests/component/contract/flag_dump.py smg --write module_utils/smg_argtable.py
-	$(BIN)/ruff format -q module_utils/sglang_argtable.py module_utils/smg_argtable.py
+	$(PARSER_VENV)/bin/python tests/component/contract/flag_dump.py sglang --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py
+	$(BIN)/python tests/component/contract/flag_dump.py smg --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
+	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
 
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
 	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
 
-# Mutation testing (not part of make test): mutmut mutates module_utils/ in a copy (mutants/) and runs the fast
+# Mutation testing (not part of make test): mutmut mutates plugins/module_utils/ in a copy (mutants/) and runs the fast
 # unit suites (tests/unit) against each mutant. Results are kept in mutants/: a run evaluates the mutants not yet
 # evaluated (all of them the first time: about 14,700, hours on two cores), MUTATE=globs reruns the named
 # ones, and mutation-recheck reruns the survivors and untested ones after tests were added. docs/mutation.md has
@@ -90,7 +90,7 @@ fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own 
 MUTATE ?=
 MUTATION_JOBS ?= 2
 
-mutation: venv ## Mutation testing of module_utils/ with the unit suites: kill rate and survivors (MUTATE=globs)
+mutation: venv ## Mutation testing of plugins/module_utils/ with the unit suites: kill rate and survivors (MUTATE=globs)
 	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTATE) > mutants.log 2>&1 || true
 	$(BIN)/python bench/mutation_report.py
 
@@ -140,7 +140,24 @@ lab-down: venv ## Power off the lab host(s) and delete their network namespaces 
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab_down.yml
 
 # The Python that mypy checks (strict types are the rule there; make mutation counts a mutant mypy refuses as caught).
-TYPED := module_utils library
+TYPED := collections/ansible_collections/sglang/dsv4/plugins cli
+
+# The Ansible content is the collection sglang.dsv4 (ansible.cfg: collections_path = collections).
+COLLECTION := collections/ansible_collections/sglang/dsv4
+# ansible-test sanity over the collection, in venvs it makes per test from the package index. It fetches the script
+# that bootstraps pip in them from ci-files.testing.ansible.com; requirements/ansible_test_get_pip.py stands in for it
+# in its cache (the interpreter's ensurepip, then pip from the index), so only the index needs to be reachable.
+ANSIBLE_TEST_PIP = $(shell $(BIN)/python -c 'import pathlib, re, ansible_test; \
+	print(re.search(r"pip=.([0-9.]+).", (pathlib.Path(ansible_test.__file__).parent / "_internal/python_requirements.py").read_text())[1])')
+ANSIBLE_TEST_GET_PIP = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
+
+sanity: venv ## ansible-test sanity of the collection (validate-modules, pylint, import, yamllint and the rest)
+	@[ -f $(ANSIBLE_TEST_GET_PIP) ] || install -D -m 0644 requirements/ansible_test_get_pip.py $(ANSIBLE_TEST_GET_PIP)
+	cd $(COLLECTION) && $(abspath $(BIN))/ansible-test sanity --local --color no \
+	  --python $$($(abspath $(BIN))/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+collection: venv ## Build the collection artifact (ansible-galaxy collection build) into build/
+	ansible-galaxy collection build $(COLLECTION) --output-path build --force
 
 lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
 	yamllint --strict .
@@ -154,15 +171,15 @@ lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
 # its tests fail and say so, since this target exists to run it.
 CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py
 
-check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-venv` once)
+check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make parser-venv` once)
 	yamllint --strict .
 	ruff check .
 	ruff format --check .
 	mypy $(TYPED)
 	if command -v shellcheck >/dev/null; then shellcheck $(SHELL_SCRIPTS); else echo "check: shellcheck missing (make apt)"; fi
 	@mkdir -p .cache
-	@# ansible-lint (about a minute) runs beside pytest; its output follows the tests'.
-	ansible-lint > .cache/check-ansible-lint.log 2>&1 & lint=$$!; \
+	@# ansible-lint and ansible-test sanity (about a minute each) run beside pytest; their output follows the tests'.
+	{ ansible-lint && $(MAKE) --no-print-directory sanity; } > .cache/check-ansible-lint.log 2>&1 & lint=$$!; \
 	pytest $(PYTEST_ARGS) $(CHECK_TESTS) -k 'not rendered'; tests=$$?; \
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
@@ -175,7 +192,7 @@ check: venv ## Lint, unit tests and the deep check (no lab; needs `make parser-v
 # after the other (the first boot builds their shared rootfs); lab1 stays up at the end, as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 
-test: lint parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
+test: lint sanity parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache
 	ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
 	  || { cat .cache/test-lab-up.log; exit 1; }

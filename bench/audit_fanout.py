@@ -34,9 +34,9 @@ from functools import partial
 from pathlib import Path
 
 import aiohttp
-from sglang_envelope.sglang_drift import judge
-from sglang_envelope.sglang_engine_live import ENGINE_PATHS, read_engine
-from sglang_envelope.sglang_http import UrllibTransport
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import judge
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import ENGINE_PATHS, read_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import UrllibTransport
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "models" / "deepseek-v4-flash"
@@ -126,7 +126,7 @@ def ansible_audit(urls: list[str], workdir: Path) -> Callable[[], None]:
     (workdir / "hosts.json").write_text(json.dumps(inventory))
     play = [{
         "name": "Read every engine", "hosts": "all", "connection": "local", "gather_facts": False,
-        "tasks": [{"name": "Read the live limits", "sglang_live_info": {
+        "tasks": [{"name": "Read the live limits", "sglang.dsv4.sglang_live_info": {
             "endpoint": "{{ sglang_bench_url }}", "role": "decode", "api_key": API_KEY}}],
     }]  # fmt: skip
     (workdir / "play.json").write_text(json.dumps(play))

@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_envelope.sglang_capacity import bf16_index_loss, concurrency_table, default_context_lens
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    bf16_index_loss,
+    concurrency_table,
+    default_context_lens,
+)
 
 MODEL = json.loads((Path(__file__).resolve().parent.parent / "models/deepseek-v4-flash/config.json").read_text())
 

@@ -43,7 +43,11 @@ import numpy as np
 import numpy.typing as npt
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "roles/sglang_validate/files"), str(REPO / "tests/component/fork"), str(REPO / "kernels")]
+sys.path[:0] = [
+    str(REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate/files"),
+    str(REPO / "tests/component/fork"),
+    str(REPO / "kernels"),
+]
 
 import index_k_ref as ref  # noqa: E402
 import sglang_cpu  # noqa: E402

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -26,18 +25,11 @@ GROUPS: dict[Path, tuple[str, str]] = {
 }
 
 
-def _import_the_mutated_package() -> None:
-    """Under mutmut (make mutation) the tests run in its copy, mutants/, whose module_utils holds the mutated
-    code: `sglang_envelope` (installed editable from the work tree's module_utils) must name that copy."""
-    package = importlib.import_module("module_utils")
-    assert Path(package.__file__ or "").resolve().parent == REPO / "module_utils", package.__file__
-    sys.modules["sglang_envelope"] = package
-    for path in sorted((REPO / "module_utils").glob("[!_]*.py")):
-        sys.modules[f"sglang_envelope.{path.stem}"] = importlib.import_module(f"module_utils.{path.stem}")
-
-
-if REPO.name == "mutants" and (REPO / "module_utils").is_dir():
-    _import_the_mutated_package()
+# Under mutmut (make mutation) the tests run in its copy, mutants/, whose collection holds the mutated module_utils:
+# the core is imported from there, ahead of the work tree's (installed editable).
+MUTATED = REPO / "collections"
+if REPO.name == "mutants" and (MUTATED / "ansible_collections").is_dir():
+    sys.path.insert(0, str(MUTATED))
 
 
 def pytest_configure(config: pytest.Config) -> None:

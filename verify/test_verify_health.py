@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_envelope import sglang_drift
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_drift
 from verify_expect import ENGINE_ROLES, HostPlan, Server
 
 

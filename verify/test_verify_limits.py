@@ -1,7 +1,7 @@
 """Declared limits against the files on the host and the values the live servers apply.
 
 The host's layers and live values are read on the host by the audit's own readers (sglang_layers,
-sglang_engine_live, smg_live) and judged on the controller by the audit's judge (module_utils/sglang_drift.py,
+sglang_engine_live, smg_live) and judged on the controller by the audit's judge (plugins/module_utils/sglang_drift.py,
 judge), with the same capacity-model inputs: a verdict here is the audit's verdict. Live engine values:
 context_length from /v1/models max_model_len, max_running_requests from
 internal_states[0].effective_max_running_requests_per_dp, max_total_tokens from max_total_num_tokens, the other keys
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_envelope import sglang_drift, sglang_flags, sglang_schema
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_drift, sglang_flags, sglang_schema
 from verify_expect import ENGINE_ROLES, SERVER_ROLES, HostPlan, Server
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils import smg_live
 from probes.verdicts import admission_problems, describe, rejection_problems
-from sglang_envelope import smg_live
 from verify_expect import ENGINE_ROLES, HostPlan
 from verify_remote import run_probe
 from verify_session import plan_of, snapshot_of

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sglang_envelope import sglang_declared, sglang_layout
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared, sglang_layout
 
 REPO = Path(__file__).resolve().parents[1]
-ROLES = REPO / "roles"
+ROLES = REPO / "collections/ansible_collections/sglang/dsv4/roles"
 # Later roles win on a name clash (none today); the inventory wins over all of them.
 DEFAULTS_OF = ("sglang_defaults", "sglang_common", "sglang_build", "sglang_engine", "sglang_router")
 ENGINE_ROLES = ("prefill", "decode")

@@ -11,32 +11,23 @@ import base64
 import io
 import ipaddress
 import json
-import re
 import shlex
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_envelope.sglang_closure import closure
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_closure import PACKAGE, program_closure
 from verify_expect import REPO, HostPlan
 
 HERE = Path(__file__).resolve().parent
-MODULE_UTILS = REPO / "module_utils"
+MODULE_UTILS = REPO / "collections/ansible_collections/sglang/dsv4/plugins/module_utils"
 SNAPSHOT = HERE / "hostside" / "snapshot.py"
 PROBE = HERE / "probes" / "envelope_probe.py"
 
 
-def _snapshot_imports() -> list[str]:
-    """The project's modules snapshot.py imports (`from sglang_envelope[.x] import ...`)."""
-    names = []
-    for module, imported in re.findall(r"^from sglang_envelope(?:\.(\w+))? import (.+)$", SNAPSHOT.read_text(), re.M):
-        names += [module] if module else [name.strip() for name in imported.split(",")]
-    return names
-
-
 # The project's core modules the snapshot needs on the host (stdlib only): the closure of its imports.
-SHIPPED = tuple(f"{name}.py" for name in closure(*_snapshot_imports()))
+SHIPPED = tuple(f"{name}.py" for name in program_closure(SNAPSHOT))
 
 
 class RemoteError(AssertionError):
@@ -51,13 +42,17 @@ class Outcome:
 
 
 def snapshot_archive() -> bytes:
-    """A zipapp: __main__ (the snapshot) plus module_utils as package `sglang_envelope`."""
+    """A zipapp: __main__ (the snapshot) plus the modules it needs under their own import name (PACKAGE)."""
     buf = io.BytesIO()
+    folder = PACKAGE.replace(".", "/")
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("__main__.py", SNAPSHOT.read_text())
-        zf.writestr("sglang_envelope/__init__.py", "")
+        # zipimport needs a regular package at every level.
+        parts = folder.split("/")
+        for depth in range(1, len(parts) + 1):
+            zf.writestr("/".join(parts[:depth]) + "/__init__.py", "")
         for name in SHIPPED:
-            zf.writestr(f"sglang_envelope/{name}", (MODULE_UTILS / name).read_text())
+            zf.writestr(f"{folder}/{name}", (MODULE_UTILS / name).read_text())
     return buf.getvalue()
 
 

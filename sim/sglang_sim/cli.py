@@ -6,8 +6,8 @@ import argparse
 import logging
 from typing import Any
 
-from sglang_envelope.sglang_argspec import SGLANG, Flag
-from sglang_envelope.sglang_schema import parse_size
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SGLANG, Flag
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import parse_size
 
 from .flag_table import SGLANG_FLAGS
 

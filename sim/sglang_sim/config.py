@@ -1,7 +1,7 @@
 """Startup resolution: flags + the model's config.json + simulated GPU memory -> the engine's limits.
 
-All capacity arithmetic is delegated to sglang_envelope.sglang_capacity (the project's capacity model), so the
-simulator and the audit/validation code agree by construction.
+All capacity arithmetic is delegated to ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity (the
+project's capacity model), so the simulator and the audit/validation code agree by construction.
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglang_envelope.sglang_capacity import CapacityError, EngineLimits, model_context_len, resolve_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
+    EngineLimits,
+    model_context_len,
+    resolve_engine,
+)
 
 from .server_args_defaults import SERVER_ARGS_DEFAULTS
 from .settings import SimSettings

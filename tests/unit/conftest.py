@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope import sglang_cli
+from sglang_envelope_cli import commands as sglang_cli
 from shipped import SHIPPED, shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]

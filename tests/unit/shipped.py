@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from sglang_envelope import sglang_cli
+from sglang_envelope_cli import commands as sglang_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("lab", "multinode", "production")

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_capacity import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
     CapacityError,
     bf16_index_loss,
     concurrency_table,

@@ -4,7 +4,12 @@ unscaled fp8, and the ladder of context lengths above 512K tokens. Model configs
 from __future__ import annotations
 
 import pytest
-from sglang_envelope.sglang_capacity import CapacityError, default_context_lens, kv_dtype_bytes, mla_latent_bytes
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
+    default_context_lens,
+    kv_dtype_bytes,
+    mla_latent_bytes,
+)
 
 # A synthetic DeepSeek-V3-shaped MLA config: a 512-wide latent and a 64-wide rope part.
 MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-from sglang_envelope.sglang_capacity import concurrency_table, resolve_engine
-from sglang_envelope.sglang_chart import render_svg
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import concurrency_table, resolve_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import render_svg
 
 INVENTORY = """all:
   children:
@@ -31,7 +31,7 @@ def test_capacity_command_prints_every_engine_and_writes_charts(tmp_path: Path) 
     (tmp_path / "hosts.yml").write_text(INVENTORY)
     out = tmp_path / "report"
     run = subprocess.run(
-        [sys.executable, "-m", "sglang_envelope", "capacity", "-i", str(tmp_path / "hosts.yml"), "--out", str(out)],
+        [sys.executable, "-m", "sglang_envelope_cli", "capacity", "-i", str(tmp_path / "hosts.yml"), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -50,7 +50,7 @@ def test_capacity_command_reports_a_bad_envelope(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "sglang_envelope",
+            "sglang_envelope_cli",
             "capacity",
             "-i",
             str(tmp_path / "hosts.yml"),

@@ -1,5 +1,5 @@
-"""The command line (module_utils/sglang_cli.py), run in-process: each subcommand's exact output, files and exit
-status, its errors, and the argument parser. Inventories are resolved once by ansible-inventory and reused."""
+"""The command line (cli/sglang_envelope_cli/commands.py), run in-process: each subcommand's exact output, files and
+exit status, its errors, and the argument parser. Inventories are resolved once by ansible-inventory and reused."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglang_envelope.sglang_cli as cli
-from sglang_envelope.sglang_schema import EnvelopeError
+import sglang_envelope_cli.commands as cli
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def inventories(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Inventor
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `python -m sglang_envelope ARGV`."""
+    """(exit status, stdout, stderr) of `sglang-envelope ARGV`."""
     rc = cli.main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
@@ -704,7 +704,7 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             [],
             [
-                "usage: python -m sglang_envelope [-h] {capacity,plan,monitoring,check-request} ...",
+                "usage: sglang-envelope [-h] {capacity,plan,monitoring,check-request} ...",
                 "    capacity            capacity table and chart of every engine host of an inventory",
                 "    plan                does a workload shape fit the inventory, and what makes it fit",
                 "    monitoring          Prometheus alert rules and their promtool tests from the envelope",
@@ -714,28 +714,28 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             ["capacity"],
             [
-                "usage: python -m sglang_envelope capacity [-h] --inventory INVENTORY [--out OUT]",
+                "usage: sglang-envelope capacity [-h] --inventory INVENTORY [--out OUT]",
                 "  --out OUT             directory for capacity.md and the SVG charts",
             ],
         ),
         (
             ["plan"],
             [
-                "usage: python -m sglang_envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS",
+                "usage: sglang-envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS",
                 "  --want CALLSxTOKENS   e.g. 100x200k; repeat for more",
             ],
         ),
         (
             ["monitoring"],
             [
-                "usage: python -m sglang_envelope monitoring [-h] --inventory INVENTORY --out OUT",
+                "usage: sglang-envelope monitoring [-h] --inventory INVENTORY --out OUT",
                 "  --out OUT             directory for the rules, their promtool tests and the dashboard",
             ],
         ),
         (
             ["check-request"],
             [
-                "usage: python -m sglang_envelope check-request [-h] --inventory INVENTORY --input-tokens "
+                "usage: sglang-envelope check-request [-h] --inventory INVENTORY --input-tokens "
                 "INPUT_TOKENS --max-new-tokens MAX_NEW_TOKENS [--chat]",
                 "  --input-tokens INPUT_TOKENS",
                 "  --max-new-tokens MAX_NEW_TOKENS",
@@ -761,33 +761,33 @@ def test_help(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ([], "python -m sglang_envelope: error: the following arguments are required: command"),
+        ([], "sglang-envelope: error: the following arguments are required: command"),
         (
             ["capacity"],
-            "python -m sglang_envelope capacity: error: the following arguments are required: --inventory/-i",
+            "sglang-envelope capacity: error: the following arguments are required: --inventory/-i",
         ),
-        (["plan", "-i", "x"], "python -m sglang_envelope plan: error: the following arguments are required: --want"),
+        (["plan", "-i", "x"], "sglang-envelope plan: error: the following arguments are required: --want"),
         (
             ["monitoring", "-i", "x"],
-            "python -m sglang_envelope monitoring: error: the following arguments are required: --out",
+            "sglang-envelope monitoring: error: the following arguments are required: --out",
         ),
         (
             ["check-request", "-i", "x", "--max-new-tokens", "1"],
-            "python -m sglang_envelope check-request: error: the following arguments are required: --input-tokens",
+            "sglang-envelope check-request: error: the following arguments are required: --input-tokens",
         ),
         (
             ["check-request", "-i", "x", "--input-tokens", "1"],
-            "python -m sglang_envelope check-request: error: the following arguments are required: --max-new-tokens",
+            "sglang-envelope check-request: error: the following arguments are required: --max-new-tokens",
         ),
         (
             ["check-request", "-i", "x", "--input-tokens", "1.5", "--max-new-tokens", "1"],
-            "python -m sglang_envelope check-request: error: argument --input-tokens: invalid int value: '1.5'",
+            "sglang-envelope check-request: error: argument --input-tokens: invalid int value: '1.5'",
         ),
         (
             ["check-request", "-i", "x", "--input-tokens", "1", "--max-new-tokens", "x"],
-            "python -m sglang_envelope check-request: error: argument --max-new-tokens: invalid int value: 'x'",
+            "sglang-envelope check-request: error: argument --max-new-tokens: invalid int value: 'x'",
         ),
-        (["size"], "python -m sglang_envelope: error: argument command: invalid choice: 'size'"),
+        (["size"], "sglang-envelope: error: argument command: invalid choice: 'size'"),
     ],
     ids=["none", "capacity", "plan", "monitoring", "input", "max-new", "input-int", "max-new-int", "unknown"],
 )

@@ -1,4 +1,4 @@
-"""An edge of `python -m sglang_envelope monitoring` (module_utils/sglang_cli.monitoring_files): the YAML files
+"""An edge of `sglang-envelope monitoring` (cli/sglang_envelope_cli/commands.monitoring_files): the YAML files
 fold a long line at the first space past column 1000, and the folded text reads back whole. The inventory is
 synthetic: one decode host with a 402-character name, which puts a space of one rule's expr at column 1001."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sglang_envelope.sglang_cli as cli
-import sglang_envelope.sglang_dashboard  # noqa: F401  (the grafana SDK loads at import, not inside the test)
+import ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard  # noqa: F401  (the grafana SDK loads at import, not inside the test)
+import sglang_envelope_cli.commands as cli
 import yaml
 
 HOST = "h" * 402

@@ -1,4 +1,4 @@
-"""The declared fleet (module_utils/sglang_declared.py): each engine's envelope from its host variables, where a
+"""The declared fleet (plugins/module_utils/sglang_declared.py): each engine's envelope from its host variables, where a
 key is declared, the address a local process dials, and the worker URLs the router registers, per role."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_declared import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     declared_in,
     declared_var,
     engine_envelope,
@@ -19,7 +19,7 @@ from sglang_envelope.sglang_declared import (
     router_worker_specs,
     workers,
 )
-from sglang_envelope.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]

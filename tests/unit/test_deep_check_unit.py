@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope import sglang_deep
-from sglang_envelope.sglang_deep import (
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
     Line,
     _installed,
     cache_key,
@@ -937,7 +937,7 @@ def test_the_smg_probe_imports_smg_with_a_real_python(tmp_path: Path) -> None:
     """The probe runs `python -c 'import smg.launch_router'`: the venv's python has smg, the system's may not."""
     import sys
 
-    from sglang_envelope.sglang_deep import _imports_smg
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import _imports_smg
 
     assert _imports_smg(sys.executable) is True
     assert _imports_smg(str(tmp_path / "no" / "python")) is False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_flags import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import (
     REDACTED,
     from_argv,
     from_environ,
@@ -19,7 +19,7 @@ from sglang_envelope.sglang_flags import (
     to_argv,
     to_environ,
 )
-from sglang_envelope.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 
 
 @pytest.mark.parametrize(

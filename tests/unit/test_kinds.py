@@ -1,13 +1,13 @@
-"""Value kinds (module_utils/sglang_schema.py KINDS): each kind's declared check, argv parse and render, environment
-round trip, live reading and equality, pinned value by value. The codec, the live reader, drift and the simulator
-all go through these."""
+"""Value kinds (plugins/module_utils/sglang_schema.py KINDS): each kind's declared check, argv parse and render,
+environment round trip, live reading and equality, pinned value by value. The codec, the live reader, drift and the
+simulator all go through these."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_schema import BY_NAME, KINDS, truthy
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import BY_NAME, KINDS, truthy
 
 RENDER = [
     ("str", "--x", "auto", ["--x", "auto"]),

@@ -1,4 +1,4 @@
-"""The server layout (module_utils/sglang_layout.py): every path, owner, mode, listener and URL of one server,
+"""The server layout (plugins/module_utils/sglang_layout.py): every path, owner, mode, listener and URL of one server,
 pinned for the production places (the sglang_defaults role's defaults) and for declared addresses."""
 
 from __future__ import annotations
@@ -8,9 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_envelope.sglang_layout import listeners, server_layout
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import listeners, server_layout
 
-DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "sglang_defaults" / "defaults" / "main.yml"
+DEFAULTS = (
+    Path(__file__).resolve().parents[2]
+    / "collections/ansible_collections/sglang/dsv4/roles/sglang_defaults"
+    / "defaults"
+    / "main.yml"
+)
 MODES = {
     "script": {"owner": "root", "group": "root", "mode": "0755"},
     "env_file": {"owner": "root", "group": "sglang", "mode": "0640"},

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sglang_envelope.sglang_cli import model_config_for
-from sglang_envelope.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     RECALL_COST,
     Fleet,
     PlanError,
@@ -20,7 +19,8 @@ from sglang_envelope.sglang_plan import (
     rollout_plan,
     rollout_shortfalls,
 )
-from sglang_envelope.sglang_validate import check_fleet
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet
+from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,21 +89,21 @@ def test_a_shape_that_fits_needs_no_option(production: tuple[Fleet, dict]) -> No
 
 def test_plan_command_prints_the_options() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "sglang_envelope", "plan", "-i", "inventories/production", "--want", "100x200k"],
+        [sys.executable, "-m", "sglang_envelope_cli", "plan", "-i", "inventories/production", "--want", "100x200k"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "today: 55 at once, bound by decode KV pools" in run.stdout
     assert "option 1: add 1 decode host (as asked)" in run.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "sglang_envelope", "plan", "-i", "inventories/production", "--want", "lots"],
+        [sys.executable, "-m", "sglang_envelope_cli", "plan", "-i", "inventories/production", "--want", "lots"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "--want 'lots'" in bad.stderr
 
 
 def test_an_option_is_dropped_only_when_another_is_no_worse_on_every_lever() -> None:
-    from sglang_envelope.sglang_plan import Option, _undominated
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Option, _undominated
 
     def option(hosts: int, recall: bool, exact: bool = True) -> Option:
         return Option(f"{hosts} hosts, recall cost {recall}", exact=exact, rank=(not exact, hosts, recall, 0, 0))

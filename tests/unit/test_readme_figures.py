@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_envelope.sglang_cli import fleet_capacity
+from sglang_envelope_cli.commands import fleet_capacity
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]

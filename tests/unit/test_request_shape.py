@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_capacity import requests_that_fit, resolve_engine
-from sglang_envelope.sglang_cli import main
-from sglang_envelope.sglang_request import check_request, length_error
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import requests_that_fit, resolve_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import check_request, length_error
+from sglang_envelope_cli.commands import main
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = json.loads((REPO / "models" / "deepseek-v4-flash" / "config.json").read_text())

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_request import Verdict, check_request, length_error
-from sglang_envelope.sglang_validate import payload_bytes
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import Verdict, check_request, length_error
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import payload_bytes
 
 
 def _limits(**over: int) -> Any:

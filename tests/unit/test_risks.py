@@ -7,9 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_cli import model_config_for
-from sglang_envelope.sglang_plan import Fleet, fleet_from_inventory
-from sglang_envelope.sglang_risks import EngineState, FleetState, declared_state, render, risks
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet, fleet_from_inventory
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import (
+    EngineState,
+    FleetState,
+    declared_state,
+    render,
+    risks,
+)
+from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]

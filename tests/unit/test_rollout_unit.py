@@ -1,4 +1,4 @@
-"""The drain-aware rollout steps (module_utils/sglang_rollout.py) against a scripted smg router and engine on
+"""The drain-aware rollout steps (plugins/module_utils/sglang_rollout.py) against a scripted smg router and engine on
 loopback: the exact requests each step sends, how it reads every answer, and its waits, timed on a fake clock.
 
 The router and engine bodies below are synthetic, shaped as smg 1.13.0's worker API and SGLang 0.5.23's
@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
 from loopback import closed_port, silent_port
-from sglang_envelope import sglang_rollout as rollout
 
 KEY = "sk-router-unit"
 PREFILL = "http://10.0.0.1:30000"
@@ -137,13 +136,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, float]]:
     """(method, url, timeout) of every request the module opens; the request itself still goes out."""
     seen: list[tuple[str, str, float]] = []
-    real = urllib.request.urlopen
+    real = rollout.open_url
 
-    def recording(req: urllib.request.Request, *, timeout: float) -> Any:
-        seen.append((req.get_method(), req.full_url, timeout))
-        return real(req, timeout=timeout)
+    def recording(url: str, *, method: str, timeout: float, **kwargs: Any) -> Any:
+        seen.append((method, url, timeout))
+        return real(url, method=method, timeout=timeout, **kwargs)
 
-    monkeypatch.setattr(urllib.request, "urlopen", recording)
+    monkeypatch.setattr(rollout, "open_url", recording)
     return seen
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_flags import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import (
     REDACTED,
     from_argv,
     from_environ,
@@ -15,8 +15,8 @@ from sglang_envelope.sglang_flags import (
     to_argv,
     to_environ,
 )
-from sglang_envelope.sglang_schema import EnvelopeError, normalize, parse_size
-from sglang_envelope.sglang_validate import check_fleet
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError, normalize, parse_size
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet
 
 DECODE = {
     "model_path": "/models/x",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sglang_envelope.sglang_argspec import did_you_mean
-from sglang_envelope.sglang_schema import ROLES, Key, parse_size
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import did_you_mean
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ROLES, Key, parse_size
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_declared import engine_envelope
-from sglang_envelope.sglang_validate import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
     _divisors,
     _port,
     _range,
@@ -336,7 +336,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_R, max_concurent_requests=64),
         [
             "h: sglang_router.max_concurent_requests=64: not a known router envelope key (did you mean "
-            "max_concurrent_requests?); fix: remove it or use one of the schema keys in module_utils/sglang_schema.py"
+            "max_concurrent_requests?); fix: remove it or use one of the schema keys in "
+            "plugins/module_utils/sglang_schema.py"
         ],
     ),
     # Engine ports and their collisions on one host.
@@ -397,7 +398,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_D, max_runing_requests=64),
         [
             "h: sglang_decode.max_runing_requests=64: not a known decode envelope key (did you mean "
-            "max_running_requests?); fix: remove it or use one of the schema keys in module_utils/sglang_schema.py"
+            "max_running_requests?); fix: remove it or use one of the schema keys in "
+            "plugins/module_utils/sglang_schema.py"
         ],
     ),
     # GPU arithmetic.

@@ -25,8 +25,13 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sglang_envelope import sglang_engine_live, sglang_http, sglang_layers, smg_live
-from sglang_envelope.sglang_flags import API_KEY_VAR, api_key_in, parse_env_file
+from ansible_collections.sglang.dsv4.plugins.module_utils import (
+    sglang_engine_live,
+    sglang_http,
+    sglang_layers,
+    smg_live,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import API_KEY_VAR, api_key_in, parse_env_file
 
 SECRET_VARS = (API_KEY_VAR,)
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
-ROLE = REPO / "roles/sglang_build"
+ROLE = REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_build"
 FIXTURE = Path(__file__).resolve().parent / "fixture_fork"
 RECAP = re.compile(r"^engine\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -24,7 +24,7 @@ PLAYBOOK = """\
   hosts: engine
   gather_facts: false
   roles:
-    - role: sglang_build
+    - role: sglang.dsv4.sglang_build
   handlers:
     - name: Record the release change
       ansible.builtin.command:
@@ -89,7 +89,7 @@ class BuildLab:
     def play(self, **overrides: object) -> Run:
         extra = self.root / "vars.json"
         extra.write_text(json.dumps({**self.base_vars, **overrides}))
-        env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1"}
+        env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
         cmd = [ansible_playbook(), "-i", str(self.inventory), str(self.playbook), "-e", f"@{extra}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=self.root, timeout=600)
         output = proc.stdout + proc.stderr

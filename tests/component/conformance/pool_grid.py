@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_envelope.sglang_capacity import resolve_args, resolve_engine, size_pool
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import resolve_args, resolve_engine, size_pool
 
 REPO = Path(__file__).resolve().parents[3]
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"

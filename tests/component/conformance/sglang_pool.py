@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 # The CPU bootstrap belongs to the validation role (its deep check runs SGLang the same way).
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "roles" / "sglang_validate" / "files"))
+sys.path.insert(
+    0,
+    str(
+        Path(__file__).resolve().parents[3]
+        / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate"
+        / "files"
+    ),
+)
 import sglang_cpu
 
 sglang_cpu.install()

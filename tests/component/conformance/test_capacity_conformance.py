@@ -1,15 +1,15 @@
 """The capacity model against SGLang 0.5.23's own pool sizing, executed on CPU over the whole grid.
 
 Every cell (model x PD mode x max_running_requests x context x tp x index-key dtype) is sized at five
-mem_fraction_static values by module_utils/sglang_capacity.py and by SGLang's KVCacheConfigurator and pool
+mem_fraction_static values by plugins/module_utils/sglang_capacity.py and by SGLang's KVCacheConfigurator and pool
 configurator (tests/component/conformance/sglang_pool.py); the same available bytes go to both.
 """
 
 from __future__ import annotations
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import FP4_INDEXER_REFUSAL, check_engine
 from pool_grid import FRACTIONS, PARSER_PYTHON, Cell, budget, compare, grid, model_config, ours, sglang
-from sglang_envelope.sglang_validate import FP4_INDEXER_REFUSAL, check_engine
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import json
 import subprocess
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import parse_size
 from pool_grid import PARSER_PYTHON, REPO
-from sglang_envelope.sglang_schema import parse_size
 
 INPUTS = ("524288", "128k", "1.5k", "2M", "1G", "1T", "128Ki", "4Mi", "1Gi", "1Ti", "1.5Ki", "128K", "12x", " 64k ")
 
@@ -33,7 +33,13 @@ def sglang_reads() -> dict[str, dict[str, object]]:
     if not PARSER_PYTHON.exists():
         pytest.fail(f"{PARSER_PYTHON} is missing; fix: run `make parser-venv` (make test does it)")
     run = subprocess.run(
-        [str(PARSER_PYTHON), "-c", SGLANG_SIDE, json.dumps(INPUTS), str(REPO / "roles/sglang_validate/files")],
+        [
+            str(PARSER_PYTHON),
+            "-c",
+            SGLANG_SIDE,
+            json.dumps(INPUTS),
+            str(REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate/files"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

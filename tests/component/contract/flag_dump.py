@@ -3,7 +3,8 @@
 `python flag_dump.py sglang` runs in the SGLang parser venv (triton stubbed as in sglang_parse.py);
 `python flag_dump.py smg` runs in the controller venv. Each prints a JSON list of rows
 [option strings, dest, type name, nargs, choices, default, action class]: the form of
-module_utils/sglang_argtable.py and module_utils/smg_argtable.py. `--write FILE` writes that module instead.
+plugins/module_utils/sglang_argtable.py and plugins/module_utils/smg_argtable.py. `--write FILE` writes that module
+instead.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sglang_envelope.sglang_flags import REDACTED, from_argv, parse_script
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import REDACTED, from_argv, parse_script
 from smg.launch_router import parse_router_args
 
 REPO = Path(__file__).resolve().parents[3]

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploytools import REPO, envelope
-from sglang_envelope.sglang_deep import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
     FILES_DIR,
     Line,
     _installed,
@@ -26,7 +25,8 @@ from sglang_envelope.sglang_deep import (
     problem,
     run_checkers,
 )
-from sglang_envelope.sglang_flags import parse_env_file, parse_script
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file, parse_script
+from deploytools import REPO, envelope
 
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"
 SMG_PYTHON = REPO / ".venv" / "bin" / "python"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SGLANG_ROWS, SMG_ROWS, Flag
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import KEYS
 from flag_dump import rows_of, smg_parser
-from sglang_envelope.sglang_argspec import SGLANG_ROWS, SMG_ROWS, Flag
-from sglang_envelope.sglang_schema import KEYS
 
 REPO = Path(__file__).resolve().parents[3]
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"

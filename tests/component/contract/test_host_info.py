@@ -20,8 +20,8 @@ from deploytools import REPO
 
 def host_info(**args: Any) -> dict[str, Any]:
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-m", "sglang_host_info",
-         "-a", json.dumps(args), "-o"],
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local",
+         "-m", "sglang.dsv4.sglang_host_info", "-a", json.dumps(args), "-o"],
         capture_output=True, text=True, check=False, cwd=REPO,
         env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
     )  # fmt: skip

@@ -13,7 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "roles" / "sglang_validate" / "files"))
+sys.path.insert(
+    0,
+    str(
+        Path(__file__).resolve().parents[3]
+        / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate"
+        / "files"
+    ),
+)
 import sglang_cpu
 
 

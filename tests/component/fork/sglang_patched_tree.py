@@ -21,7 +21,7 @@ PARSER_PYTHON = CACHE / "sglang-parser-venv/bin/python"
 WHEEL_NAME = "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
 WHEEL_SHA256 = "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
 
-sys.path.insert(0, str(REPO / "roles/sglang_build/files"))
+sys.path.insert(0, str(REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_build/files"))
 import sglang_wheel_patch  # noqa: E402
 
 

@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tests" / "component" / "sim"))
 
-from sglang_envelope.sglang_cli import load_inventory  # noqa: E402
+from sglang_envelope_cli.commands import load_inventory  # noqa: E402
 from simtools import MODEL_CONFIG, Launcher  # noqa: E402
 
 

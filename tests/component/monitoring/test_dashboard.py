@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_alerts import DASHBOARD_FILE, Policy, fleet
-from sglang_envelope.sglang_cli import load_inventory, model_config_for, monitoring_files
-from sglang_envelope.sglang_dashboard import build, validate
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import DASHBOARD_FILE, Policy, fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build, validate
+from sglang_envelope_cli.commands import (
+    load_inventory,
+    model_config_for,
+    monitoring_files,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SGLANG_METRICS = (

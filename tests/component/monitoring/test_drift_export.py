@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "tests" / "unit" / "audit"))
+sys.path[:0] = [
+    str(REPO / "tests" / "unit" / "audit"),
+    str(REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_monitoring/files"),
+]
 
-from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
-from audit_helpers import audit_server as audit_role_server  # noqa: E402
-from promtools import run_promtool, series_from_scrapes, write  # noqa: E402
-from sglang_envelope.sglang_alerts import (  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (  # noqa: E402
     DRIFT_JOB,
     RULES_FILE,
     Policy,
@@ -23,8 +23,11 @@ from sglang_envelope.sglang_alerts import (  # noqa: E402
     expand_labels,
     rule_file,
 )
-from sglang_envelope.sglang_drift_export import audit_server, exposition, main  # noqa: E402
-from sglang_envelope.sglang_layers import HostFiles  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles  # noqa: E402
+from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
+from audit_helpers import audit_server as audit_role_server  # noqa: E402
+from promtools import run_promtool, series_from_scrapes, write  # noqa: E402
+from sglang_drift_export import audit_server, exposition, main  # noqa: E402
 from test_sglang_layers import layout_args  # noqa: E402
 
 LIMITS_CASES = REPO / "tests" / "unit" / "audit" / "test_server_audit.yaml"

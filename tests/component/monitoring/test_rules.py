@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from promtools import run_promtool, write
-from sglang_envelope.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     DRIFT_METRIC,
     DRIFT_RUN_METRIC,
     RULES_FILE,
@@ -22,7 +21,12 @@ from sglang_envelope.sglang_alerts import (
     promtool_tests,
     rule_file,
 )
-from sglang_envelope.sglang_cli import load_inventory, model_config_for, monitoring_files
+from promtools import run_promtool, write
+from sglang_envelope_cli.commands import (
+    load_inventory,
+    model_config_for,
+    monitoring_files,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SGLANG_METRICS = (

@@ -7,10 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+    ENGINE_JOB,
+    ROUTER_JOB,
+    Policy,
+    all_alerts,
+    fleet,
+    rule_file,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_monitoring import (
+    Scrape,
+    exporter_servers,
+    prometheus_config,
+)
 from promtools import run_promtool, write
-from sglang_envelope.sglang_alerts import ENGINE_JOB, ROUTER_JOB, Policy, all_alerts, fleet, rule_file
-from sglang_envelope.sglang_cli import load_inventory, model_config_for
-from sglang_envelope.sglang_monitoring import Scrape, exporter_servers, prometheus_config
+from sglang_envelope_cli.commands import load_inventory, model_config_for
 
 REPO = Path(__file__).resolve().parents[3]
 

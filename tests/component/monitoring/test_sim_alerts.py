@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+    ENGINE_JOB,
+    RULES_FILE,
+    Alert,
+    Policy,
+    all_alerts,
+    fleet,
+    rule_file,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
 from promtools import expectation, run_promtool, series_from_scrapes, write
-from sglang_envelope.sglang_alerts import ENGINE_JOB, RULES_FILE, Alert, Policy, all_alerts, fleet, rule_file
-from sglang_envelope.sglang_cli import model_config_for
-from sglang_envelope.sglang_declared import engine_envelope
-from sglang_envelope.sglang_flags import to_argv, to_environ
+from sglang_envelope_cli.commands import model_config_for
 from simtools import Launcher, Sim, free_port
 
 SERVER = "lab1:decode"

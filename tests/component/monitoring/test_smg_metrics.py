@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 import httpx
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import Policy, all_alerts, fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build
 from promtools import parse_exposition
-from sglang_envelope.sglang_alerts import Policy, all_alerts, fleet
-from sglang_envelope.sglang_cli import model_config_for
-from sglang_envelope.sglang_dashboard import build
+from sglang_envelope_cli.commands import model_config_for
 from simtools import Launcher, free_port
 
 SLOW = {"SGLANG_SIM_TTFT_MS": "300", "SGLANG_SIM_TOKENS_PER_SEC": "20", "SGLANG_SIM_STEP_MS": "20"}

@@ -12,13 +12,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, release_leftovers
 from deploytools import REPO
-from sglang_envelope.sglang_flags import parse_env_file
-from sglang_envelope.sglang_layers import HostFiles, release_leftovers
 
 
 def _plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins/filter/sglang.py")
+    spec = importlib.util.spec_from_file_location(
+        "sglang_filters", REPO / "collections/ansible_collections/sglang/dsv4/plugins/filter/sglang.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

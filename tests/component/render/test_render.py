@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file
 from deploytools import REPO, envelope
-from sglang_envelope.sglang_flags import parse_env_file
 from smg.launch_router import RouterArgs, parse_router_args
 
 LAB_KEY = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_api_key"]
@@ -125,7 +125,7 @@ def test_engine_scripts_exec_the_declared_envelope(rendered: tuple[str, Path], e
         declared = {**ENV["sglang_engine_common"], **ENV[f"sglang_{role}"]}
         script, env_file, _ = _files(root, host, role)
         text = script.read_text()
-        assert text.startswith("#!/bin/bash\n")
+        assert text.startswith("#!/usr/bin/env bash\n")
         assert "\nset -euo pipefail\n" in text
         engine = {"lab": ["/opt/sglang/current/venv/bin/python", "-m", "sglang_sim"]}.get(
             name, ["/opt/sglang/current/venv/bin/sglang", "serve"]

@@ -1,5 +1,5 @@
 """The rollout under load, on loopback: the real smg 1.13.0 router in front of simulated engines, closed-loop
-clients from the load harness (bench/rollout_load.py) and the rollout steps of module_utils/sglang_rollout.py
+clients from the load harness (bench/rollout_load.py) and the rollout steps of plugins/module_utils/sglang_rollout.py
 (take the worker out of the router, wait on /v1/loads, restart, a real generation, put it back)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sglang_envelope import sglang_rollout as rollout
-from sglang_envelope.sglang_declared import router_worker_specs
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import router_worker_specs
 from simtools import REPO, Launcher, Proc, Sim, free_port
 
 sys.path.insert(0, str(REPO / "bench"))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sglang_envelope.sglang_capacity import resolve_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import resolve_engine
 from sglang_sim import cli
 from sglang_sim.config import EngineConfig, StartupError, resolve_config
 from sglang_sim.server_args_defaults import SERVER_ARGS_DEFAULTS

@@ -29,13 +29,16 @@ MODELS = REPO / "models"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECRET = "sk-lab-secret-123"
 
-for _path in sorted((REPO / "module_utils").glob("[!_]*.py")):
+for _path in sorted((REPO / "collections/ansible_collections/sglang/dsv4/plugins/module_utils").glob("[!_]*.py")):
     _name = _path.stem
-    sys.modules.setdefault(f"ansible.module_utils.{_name}", importlib.import_module(f"sglang_envelope.{_name}"))
+    sys.modules.setdefault(
+        f"ansible.module_utils.{_name}",
+        importlib.import_module(f"ansible_collections.sglang.dsv4.plugins.module_utils.{_name}"),
+    )
 
-from sglang_envelope.sglang_drift import judge  # noqa: E402
-from sglang_envelope.sglang_http import Reply, TransportError  # noqa: E402
-from sglang_envelope.sglang_schema import normalize  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import judge  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Reply, TransportError  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import normalize  # noqa: E402
 
 
 def load_model(name: str) -> dict[str, Any]:
@@ -48,9 +51,11 @@ def model_inputs(name: str) -> dict[str, Any]:
 
 
 def load_library(name: str) -> ModuleType:
-    """Import library/<name>.py as a module (it is a script, not a package member)."""
-    # Named by its path (library.<name>), as mutation testing names the functions it mutates there.
-    spec = importlib.util.spec_from_file_location(f"library.{name}", REPO / "library" / f"{name}.py")
+    """Import plugins/modules/<name>.py as a module (it is a script, not a package member)."""
+    # Named by its path (modules.<name>), as mutation testing names the functions it mutates there.
+    spec = importlib.util.spec_from_file_location(
+        f"modules.{name}", REPO / "collections/ansible_collections/sglang/dsv4/plugins/modules" / f"{name}.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

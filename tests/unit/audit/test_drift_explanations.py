@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_drift import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
     IGNORED,
     LiveContext,
     _explain,

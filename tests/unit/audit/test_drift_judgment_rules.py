@@ -13,8 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from audit_helpers import model_inputs
-from sglang_envelope.sglang_drift import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
     LiveContext,
     compare,
     effective_gap,
@@ -27,8 +26,9 @@ from sglang_envelope.sglang_drift import (
     same,
     worker_drift,
 )
-from sglang_envelope.sglang_flags import REDACTED
-from sglang_envelope.sglang_schema import truthy
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import REDACTED
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import truthy
+from audit_helpers import model_inputs
 
 DSV4 = model_inputs("deepseek-v4-flash")
 DECODE = {"tp_size": 4, "context_length": 131072, "disaggregation_mode": "decode"}

@@ -1,5 +1,6 @@
 """The audit beyond the envelope keys: owner, group and mode of the files, leftover backups, interrupted deploys
-(library/sglang_layers_info.py reading, module_utils/sglang_drift.py judging: host_drift, as judge calls it)."""
+(plugins/modules/sglang_layers_info.py reading, plugins/module_utils/sglang_drift.py judging: host_drift, as judge calls
+it)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
+    compare,
+    files_to_write,
+    host_drift,
+    interrupted_deploy,
+)
 from audit_helpers import load_cases, load_library, run_module
-from sglang_envelope.sglang_drift import compare, files_to_write, host_drift, interrupted_deploy
 from test_sglang_layers import CASES, TICKS, build_host
 
 layers = load_library("sglang_layers_info")

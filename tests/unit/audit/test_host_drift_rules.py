@@ -7,7 +7,13 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_drift import LiveContext, change_summary, expected_running, host_drift, interrupted_deploy
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
+    LiveContext,
+    change_summary,
+    expected_running,
+    host_drift,
+    interrupted_deploy,
+)
 
 ROOT = {"owner": "root", "group": "root"}
 DECLARED = {"script": {**ROOT, "mode": "0755"}, "env_file": {**ROOT, "mode": "0640"}}

@@ -1,10 +1,10 @@
-"""An edge of the running layer's environment (module_utils/sglang_layers.running_envelope): an entry of
+"""An edge of the running layer's environment (plugins/module_utils/sglang_layers.running_envelope): an entry of
 /proc/<pid>/environ is NAME=VALUE split at its first '=', so a value may itself hold '='; the first entry of a
 repeated name wins. The process images below are synthetic."""
 
 from __future__ import annotations
 
-from sglang_envelope.sglang_layers import running_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import running_envelope
 
 ARGV = b"python3\0-m\0sglang.launch_server\0--tp-size\x004\0"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_envelope.sglang_layers import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import (
     HostFiles,
     Layers,
     boot_time,

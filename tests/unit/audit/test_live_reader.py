@@ -18,10 +18,16 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import read_engine, reduce_server_info
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import (
+    Fetched,
+    UrllibTransport,
+    classify,
+    describe,
+    fetch,
+)
 from audit_helpers import REPO, SECRET, fixture_body
 from loopback import closed_port, http_server, silent_port
-from sglang_envelope.sglang_engine_live import read_engine, reduce_server_info
-from sglang_envelope.sglang_http import Fetched, UrllibTransport, classify, describe, fetch
 
 SNAPSHOT = REPO / "verify" / "hostside" / "snapshot.py"
 ADMIN_SECRET = "sk-admin-secret-456"

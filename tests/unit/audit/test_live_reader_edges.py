@@ -1,5 +1,5 @@
-"""Edges of the live reader (module_utils/sglang_http.py, sglang_engine_live.py): a plain-HTTP GET never builds a
-TLS context, every call of one server runs in its own thread at once, and an engine's echoed request values are kept
+"""Edges of the live reader (plugins/module_utils/sglang_http.py, sglang_engine_live.py): a plain-HTTP GET never builds
+a TLS context, every call of one server runs in its own thread at once, and an engine's echoed request values are kept
 only under keys of its role. Bodies and calls here are synthetic."""
 
 from __future__ import annotations
@@ -9,10 +9,15 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_http as live_module
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import normalize_engine
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import (
+    Fetched,
+    Reply,
+    UrllibTransport,
+    fetch_concurrently,
+)
 from loopback import http_server
-from sglang_envelope import sglang_http as live_module
-from sglang_envelope.sglang_engine_live import normalize_engine
-from sglang_envelope.sglang_http import Fetched, Reply, UrllibTransport, fetch_concurrently
 
 
 def test_a_plain_http_get_builds_no_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:

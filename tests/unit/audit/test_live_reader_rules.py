@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_helpers import SECRET, fixture_body
-from loopback import Handler, closed_port, http_server, silent_port
-from sglang_envelope import smg_live as live_module
-from sglang_envelope.sglang_drift import worker_drift
-from sglang_envelope.sglang_engine_live import (
+from ansible_collections.sglang.dsv4.plugins.module_utils import smg_live as live_module
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import worker_drift
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import (
     IGNORED,
     INDEX_K_DTYPE_SOURCE,
     _typed,
@@ -37,8 +35,23 @@ from sglang_envelope.sglang_engine_live import (
     reduce_models,
     reduce_server_info,
 )
-from sglang_envelope.sglang_http import Fetched, Reply, TransportError, UrllibTransport, classify, describe, fetch
-from sglang_envelope.smg_live import ROUTER_DEFAULTS, read_router, reduce_workers, router_effective
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import (
+    Fetched,
+    Reply,
+    TransportError,
+    UrllibTransport,
+    classify,
+    describe,
+    fetch,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.smg_live import (
+    ROUTER_DEFAULTS,
+    read_router,
+    reduce_workers,
+    router_effective,
+)
+from audit_helpers import SECRET, fixture_body
+from loopback import Handler, closed_port, http_server, silent_port
 
 NOT_FOUND = b'{"detail":"Not Found"}'  # FastAPI's 404 body, as SGLang's server answers an unknown path
 UNAUTHORIZED = b'{"error":"Unauthorized"}'  # sglang/srt/utils/auth.py

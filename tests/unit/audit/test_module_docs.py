@@ -20,8 +20,8 @@ ANSIBLE_DOC = Path(sys.executable).with_name("ansible-doc")
 @pytest.mark.parametrize("name", MODULES)
 def test_ansible_doc_renders(name: str) -> None:
     proc = subprocess.run(
-        [str(ANSIBLE_DOC), "-M", str(REPO / "library"), "--json", name],
-        capture_output=True, text=True, check=False, cwd=REPO,
+        [str(ANSIBLE_DOC), "-M", str(REPO / "collections/ansible_collections/sglang/dsv4/plugins/modules"), "--json",
+        name], capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)[name]
@@ -34,7 +34,7 @@ def test_ansible_doc_renders(name: str) -> None:
 def test_argument_spec_matches_the_documented_options(name: str) -> None:
     module = load_library(name)
     documented = set(yaml.safe_load(module.DOCUMENTATION)["options"])
-    source = (REPO / "library" / f"{name}.py").read_text()
+    source = (REPO / "collections/ansible_collections/sglang/dsv4/plugins/modules" / f"{name}.py").read_text()
     spec_block = source[source.index("argument_spec={") : source.index("supports_check_mode")]
     in_spec = {opt for opt in documented if f'"{opt}": {{' in spec_block}
     assert in_spec == documented, documented - in_spec
@@ -68,6 +68,6 @@ def test_layers_info_returns_what_return_documents(tmp_path: Path, monkeypatch: 
 def test_other_modules_document_every_returned_key(name: str) -> None:
     module = load_library(name)
     documented = set(yaml.safe_load(module.RETURN))
-    source = (REPO / "library" / f"{name}.py").read_text()
+    source = (REPO / "collections/ansible_collections/sglang/dsv4/plugins/modules" / f"{name}.py").read_text()
     for key in documented:
         assert f'"{key}"' in source or f"{key}=" in source, f"{name}: RETURN documents {key} but the code never sets it"

@@ -1,13 +1,20 @@
-"""Edges of the audit report (module_utils/sglang_report.py): trailing text of notes and drift lines is kept up to
-its last character, a router declaring no admission cap counts as 0, and the declared fleet's workload reaches the
+"""Edges of the audit report (plugins/module_utils/sglang_report.py): trailing text of notes and drift lines is kept up
+to its last character, a router declaring no admission cap counts as 0, and the declared fleet's workload reaches the
 risks judged on the live values. Every record, server and fleet here is synthetic."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sglang_envelope.sglang_plan import Fleet
-from sglang_envelope.sglang_report import Report, Server, build, fleet_capacity, render_text, server_from_record
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
+    Report,
+    Server,
+    build,
+    fleet_capacity,
+    render_text,
+    server_from_record,
+)
 
 LIVE = {"context_length": 65536, "max_total_tokens": 1_000_000, "max_running_requests": 64, "page_size": 256}
 

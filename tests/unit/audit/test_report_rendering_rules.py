@@ -13,10 +13,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from sglang_envelope import sglang_report
-from sglang_envelope.sglang_capacity import ConcurrencyRow
-from sglang_envelope.sglang_plan import Fleet
-from sglang_envelope.sglang_report import (
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_report
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import ConcurrencyRow
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
     Report,
     Server,
     build,
@@ -34,7 +34,7 @@ from sglang_envelope.sglang_report import (
     shown_rows,
     write,
 )
-from sglang_envelope.sglang_risks import EngineState
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import EngineState
 
 # ---------------------------------------------------------------- synthetic inputs
 
@@ -896,14 +896,6 @@ def test_charts_are_drawn_per_engine_with_the_fleet_router_cap(monkeypatch: pyte
     calls.clear()
     render_charts(Report(servers[:1], {}))
     assert calls == [(rows, 4096, 4, None, "gpu 1 decode: concurrent full-length requests (live pool)")]
-
-
-def test_no_charts_without_the_chart_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the optional chart module there are no charts."""
-    monkeypatch.setattr(sglang_report, "render_svg", None)
-    server = _decode()
-    server.capacity = engine_capacity(server, None)
-    assert render_charts(Report([server], {})) == {}
 
 
 def test_real_chart_carries_title_and_router_cap() -> None:

@@ -1,5 +1,5 @@
-"""One server read by library/sglang_live_info.py and judged by sglang_drift.judge, as the audit does it, against
-SGLang bodies made by its own code and synthetic smg bodies (cases: the .yaml)."""
+"""One server read by plugins/modules/sglang_live_info.py and judged by sglang_drift.judge, as the audit does it,
+against SGLang bodies made by its own code and synthetic smg bodies (cases: the .yaml)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import infer_index_k
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Reply, TransportError
 from audit_helpers import (
     SECRET,
     FixtureTransport,
@@ -21,8 +23,6 @@ from audit_helpers import (
     run_module,
     subset,
 )
-from sglang_envelope.sglang_drift import infer_index_k
-from sglang_envelope.sglang_http import Reply, TransportError
 
 CASES = Path(__file__).with_suffix(".yaml")
 live_info = load_library("sglang_live_info")

@@ -1,4 +1,4 @@
-"""library/sglang_layers_info.py against hosts built under a temporary root (cases in the .yaml file)."""
+"""plugins/modules/sglang_layers_info.py against hosts built under a temporary root (cases in the .yaml file)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import (
+    HostFiles,
+    parse_systemctl_show,
+    parse_unit,
+    running_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import file_names
 from audit_helpers import SECRET, load_cases, load_library, run_module, subset
-from sglang_envelope.sglang_layers import HostFiles, parse_systemctl_show, parse_unit, running_envelope
-from sglang_envelope.sglang_layout import file_names
 
 CASES = Path(__file__).with_suffix(".yaml")
 BOOT, START_TICKS, TICKS = 1_700_000_000, 100_000, 100

@@ -9,9 +9,14 @@ from xml.etree import ElementTree
 
 import pytest
 import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_report
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
+    build,
+    render_markdown,
+    render_text,
+    write,
+)
 from audit_helpers import SECRET, FixtureTransport, load_library, model_inputs, run_module
-from sglang_envelope import sglang_report
-from sglang_envelope.sglang_report import build, render_markdown, render_text, write
 
 CASES = yaml.safe_load(Path(__file__).with_name("test_server_audit.yaml").read_text())
 DECODE = CASES["declared"]["decode"]
@@ -192,8 +197,8 @@ def test_cell_formatting(value: Any, text: str) -> None:
 
 def test_risks_are_judged_on_the_live_values_with_fixes_from_the_declaration() -> None:
     """The fixture's live pool holds far fewer full-context calls than the router admits: a risk with fixes."""
-    from sglang_envelope.sglang_cli import model_config_for
-    from sglang_envelope.sglang_plan import fleet_from_inventory
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import fleet_from_inventory
+    from sglang_envelope_cli.commands import model_config_for
     from shipped import shipped_inventory
 
     hostvars, groups = shipped_inventory("lab")

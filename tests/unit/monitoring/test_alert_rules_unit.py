@@ -1,5 +1,5 @@
-"""The Prometheus alert rules generated from a declared envelope (module_utils/sglang_alerts.py): each rule's PromQL,
-threshold, window, severity, labels and annotations, and the promtool cases generated beside it.
+"""The Prometheus alert rules generated from a declared envelope (plugins/module_utils/sglang_alerts.py): each rule's
+PromQL, threshold, window, severity, labels and annotations, and the promtool cases generated beside it.
 
 The engines and routers here are synthetic, with small round figures, so that every threshold can be checked by
 hand against the formula it comes from; one test runs promtool on the rules of the shared envelope."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_envelope.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     BURN_WINDOWS,
     DASHBOARD_FILE,
     DRIFT_JOB,
@@ -51,7 +51,7 @@ from sglang_envelope.sglang_alerts import (
     router_alerts,
     rule_file,
 )
-from sglang_envelope.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = yaml.safe_load((REPO / "group_vars" / "all" / "envelope.yml").read_text())

@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_envelope.sglang_alerts import EngineTarget, Fleet, Policy, RouterTarget, fleet
-from sglang_envelope.sglang_dashboard import _diff, build, validate
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+    EngineTarget,
+    Fleet,
+    Policy,
+    RouterTarget,
+    fleet,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import _diff, build, validate
 
 REPO = Path(__file__).resolve().parents[3]
 DATASOURCE = {"type": "prometheus", "uid": "sglang-prometheus"}

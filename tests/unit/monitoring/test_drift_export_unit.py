@@ -1,6 +1,6 @@
-"""The drift exporter (module_utils/sglang_drift_export.py): what it audits of one engine (which files, unit, key,
-facts and timeout it uses, which findings become series), the exact textfile it writes, how it writes it, and its
-command line.
+"""The drift exporter (roles/sglang_monitoring/files/sglang_drift_export.py): what it audits of one engine (which files,
+unit, key, facts and timeout it uses, which findings become series), the exact textfile it writes, how it writes it, and
+its command line.
 
 The engine answers are the audit's case table (tests/unit/audit/test_server_audit.yaml: SGLang 0.5.23's own
 bodies, patched where a case says so); the hosts are built under a temporary root."""
@@ -20,13 +20,16 @@ import pytest
 import yaml
 
 AUDIT = Path(__file__).resolve().parents[1] / "audit"
-sys.path.insert(0, str(AUDIT))
+EXPORTER = (
+    Path(__file__).resolve().parents[3] / "collections/ansible_collections/sglang/dsv4/roles/sglang_monitoring/files"
+)
+sys.path[:0] = [str(AUDIT), str(EXPORTER)]
 
+import sglang_drift_export as export  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Reply  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError  # noqa: E402
 from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
-from sglang_envelope import sglang_drift_export as export  # noqa: E402
-from sglang_envelope.sglang_http import Reply  # noqa: E402
-from sglang_envelope.sglang_layers import HostFiles  # noqa: E402
-from sglang_envelope.sglang_schema import EnvelopeError  # noqa: E402
 from test_sglang_layers import CASES as LAYER_CASES  # noqa: E402
 from test_sglang_layers import TICKS, build_host, layout_args  # noqa: E402
 
@@ -480,9 +483,7 @@ def test_the_config_option_is_required(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit) as done:
         export.main([])
     assert done.value.code == 2
-    assert capsys.readouterr().err.startswith(
-        "usage: python3 -m sglang_envelope.sglang_drift_export [-h] --config CONFIG\n"
-    )
+    assert capsys.readouterr().err.startswith("usage: sglang_drift_export.py [-h] --config CONFIG\n")
 
 
 def test_the_help_names_the_config(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 """The monitoring policy (sglang_monitoring_* variables: defaults, overrides, the errors that name a bad variable)
 and what the monitoring role writes besides the rules: Prometheus's scrape config and the drift exporter's servers
-(module_utils/sglang_alerts.Policy and module_utils/sglang_monitoring.py). Hosts and engines here are synthetic."""
+(plugins/module_utils/sglang_alerts.Policy and plugins/module_utils/sglang_monitoring.py). Hosts and engines here are
+synthetic."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_envelope.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     POLICY_PREFIX,
     EngineTarget,
     Fleet,
@@ -18,7 +19,12 @@ from sglang_envelope.sglang_alerts import (
     RouterTarget,
     policy_vars,
 )
-from sglang_envelope.sglang_monitoring import Scrape, address, exporter_servers, prometheus_config
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_monitoring import (
+    Scrape,
+    address,
+    exporter_servers,
+    prometheus_config,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 FRACTIONS = ("kv_usage_warning", "kv_usage_critical", "running_warning", "admission_warning", "queue_warning")

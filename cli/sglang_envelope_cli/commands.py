@@ -1,0 +1,295 @@
+"""`sglang-envelope capacity --inventory inventories/production`: the capacity table of every engine;
+`sglang-envelope plan --inventory inventories/production --want 100x200k`: does a workload shape fit,
+and which envelope changes make it fit.
+
+Host variables come from `ansible-inventory --list`, so group_vars/host_vars merge exactly as in a deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+    DASHBOARD_FILE,
+    RULES_FILE,
+    RULES_TEST_FILE,
+    MonitoringError,
+    Policy,
+    all_alerts,
+    fleet,
+    policy_vars,
+    promtool_tests,
+    rule_file,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
+    bf16_index_loss,
+    concurrency_table,
+    default_context_lens,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import render_svg
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+    PlanError,
+    fleet_from_inventory,
+    parse_shape,
+    plan,
+    render,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import check_request
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import declared_state, risks
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import render as render_risks
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
+
+REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
+
+
+def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """(hostvars, groups) of an inventory, resolved by ansible-inventory."""
+    exe = Path(sys.executable).with_name("ansible-inventory")
+    # The playbook dir is the inventory's own, so no group_vars/ of the current directory leak in.
+    inv = Path(inventory).resolve()
+    base = inv if inv.is_dir() else inv.parent
+    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inv), "--playbook-dir", str(base), "--list"]
+    data = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout)
+    hostvars = data.get("_meta", {}).get("hostvars", {})
+    groups: dict[str, list[str]] = {}
+
+    def hosts_of(group: str) -> list[str]:
+        entry = data.get(group, {})
+        found = list(entry.get("hosts", []))
+        for child in entry.get("children", []):
+            found += hosts_of(child)
+        return found
+
+    for name in data:
+        if name != "_meta":
+            groups[name] = sorted(set(hosts_of(name)))
+    return hostvars, groups
+
+
+def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    name = (hostvars.get("sglang_model") or {}).get("name")
+    path = REPO / "models" / str(name) / "config.json"
+    if not path.is_file():
+        raise EnvelopeError(f"sglang_model.name={name!r}: no {path}; fix: add the model's config.json there")
+    return dict(json.loads(path.read_text()))
+
+
+def fleet_capacity(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """One entry per engine: its limits, the concurrency table and the bf16 index-key loss."""
+    routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+    router_cap = sum(int(r.get("max_concurrent_requests") or 0) for r in routers) or None
+    out = []
+    for role in ENGINE_ROLES:
+        for host in groups.get(GROUPS[role], []):
+            hv = hostvars[host]
+            env = engine_envelope(role, hv)
+            model = hv.get("sglang_model") or {}
+            kwargs = {"params_b": model.get("params_b"), "quantization": model.get("quantization")}
+            live, fp8, loss = bf16_index_loss(model_config_for(hv), env, float(hv["sglang_gpu_memory_gib"]), **kwargs)
+            if not env.get("bf16_index_k"):
+                live = fp8
+            declared_ctx = live.context_len
+            rows = concurrency_table(live, default_context_lens(declared_ctx), router_cap, fp8)
+            out.append(
+                {
+                    "host": host,
+                    "role": role,
+                    "limits": live,
+                    "rows": rows,
+                    "bf16_loss": loss,
+                    "bf16_index_k": bool(env.get("bf16_index_k")),
+                    "router_cap": router_cap,
+                }
+            )
+    return out
+
+
+def format_table(entry: Mapping[str, Any]) -> str:
+    lim = entry["limits"]
+    lines = [
+        f"## {entry['host']} {entry['role']}",
+        "",
+        f"- per-call context: {lim.context_len} tokens (max_req_input_len {lim.max_req_input_len})",
+        f"- total context (KV pool): {lim.max_total_num_tokens} tokens, page {lim.page_size}",
+        f"- parallel calls (max_running_requests): {lim.max_running_requests}",
+        f"- KV bytes per token per GPU: {lim.bytes_per_token:.1f}; "
+        f"request-scoped bytes: {lim.fixed_bytes / 2**30:.2f} GiB; "
+        f"weights per GPU: {lim.weights_bytes / 2**30:.1f} GiB",
+        f"- bf16 index keys: {'on' if entry['bf16_index_k'] else 'off'}; "
+        f"they cost {entry['bf16_loss'] * 100:.1f} % of KV tokens",
+        "",
+        "| context | fit in KV pool | run at once | binding limit | fit with fp8 index keys | lost to bf16 keys |",
+        "|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in entry["rows"]:
+        lines.append(
+            f"| {r.context_len} | {r.fit_in_pool} | {r.concurrent} | {r.binding} | {r.fit_fp8_index} | "
+            f"{r.lost_to_bf16_index} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def risk_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> str:
+    """The risks of the declared fleet, with validated fixes (Markdown)."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    engines = fleet.hosts("decode") or fleet.hosts("prefill")
+    if not engines:
+        return ""
+    config = model_config_for(hostvars[engines[0]])
+    findings = [f.as_dict() for f in risks(declared_state(fleet, config), fleet, config)]
+    lines = render_risks(findings) or ["none found"]
+    return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
+
+
+def capacity_command(inventory: str, out_dir: str | None) -> int:
+    try:
+        hostvars, groups = load_inventory(inventory)
+        entries = fleet_capacity(hostvars, groups)
+        risk_text = risk_section(hostvars, groups)
+    except (EnvelopeError, CapacityError, PlanError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    target = Path(out_dir or REPO / "reports" / f"capacity-{Path(inventory).name}")
+    target.mkdir(parents=True, exist_ok=True)
+    report = [f"# Capacity of {inventory}", ""]
+    for entry in entries:
+        table = format_table(entry)
+        svg_name = f"{entry['host']}-{entry['role']}.svg"
+        lim = entry["limits"]
+        svg = render_svg(
+            entry["rows"],
+            lim.context_len,
+            lim.max_running_requests,
+            entry["router_cap"],
+            f"{entry['host']} {entry['role']}: concurrent full-length requests",
+        )
+        (target / svg_name).write_text(svg)
+        report += [table, f"![chart]({svg_name})", ""]
+        print(table)
+    print(risk_text)
+    report.append(risk_text)
+    (target / "capacity.md").write_text("\n".join(report))
+    print(f"table and charts written to {target}")
+    return 0
+
+
+def plan_command(inventory: str, wants: Sequence[str]) -> int:
+    try:
+        shapes = [parse_shape(w) for w in wants]
+        hostvars, groups = load_inventory(inventory)
+        fleet = fleet_from_inventory(hostvars, groups)
+        first = fleet.hosts("decode")[:1] or fleet.hosts("prefill")[:1]
+        if not first:
+            raise PlanError(f"{inventory} declares no engine host; fix: add hosts to sglang_decode")
+        config = model_config_for(hostvars[first[0]])
+        for shape in shapes:
+            print(render(plan(fleet, config, shape), inventory))
+        print(risk_section(hostvars, groups))
+    except (PlanError, EnvelopeError, CapacityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int, chat: bool) -> int:
+    """Print the limit that would reject a request of this shape, with the server's text; exit 0 if admitted."""
+    try:
+        hostvars, groups = load_inventory(inventory)
+        decode = [e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode"]
+        routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+    except (EnvelopeError, CapacityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not decode:
+        print("error: the inventory has no decode engine", file=sys.stderr)
+        return 2
+    verdict = check_request(
+        decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, len(decode)
+    )
+    shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
+    if verdict.limit == "admitted":
+        print(f"{shape}: {verdict.text}")
+        return 0
+    print(f"{shape}: refused by {verdict.limit} (HTTP {verdict.status}): {verdict.text}")
+    return 1 if verdict.status >= 400 else 0
+
+
+def monitoring_command(inventory: str, out: str) -> int:
+    """Write the alert rules of an inventory, their promtool unit tests and the Grafana dashboard."""
+    hostvars, groups = load_inventory(inventory)
+    try:
+        files = monitoring_files(hostvars, groups)
+    except (EnvelopeError, MonitoringError) as exc:
+        print(f"monitoring: {exc}", file=sys.stderr)
+        return 2
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (target / name).write_text(text)
+        print(target / name)
+    return 0
+
+
+def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> dict[str, str]:
+    """{file name: text} of the rules, their tests and the dashboard; the policy comes from the first engine host's
+    variables."""
+    engines = [h for role in ENGINE_ROLES for h in groups.get(GROUPS[role], [])]
+    if not engines:
+        raise EnvelopeError("the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor")
+    first = hostvars[engines[0]]
+    fl = fleet(hostvars, groups, model_config_for(first))
+    policy = Policy.from_vars(policy_vars(first))
+    groups_ = all_alerts(fl, policy)
+    dump = functools.partial(yaml.safe_dump, sort_keys=False, width=1000)
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import (
+        build,  # grafana-foundation-sdk: a controller tool, loaded only here
+    )
+
+    return {
+        RULES_FILE: dump(rule_file(groups_)),
+        RULES_TEST_FILE: dump(promtool_tests(groups_, RULES_FILE)),
+        DASHBOARD_FILE: json.dumps(build(fl, policy), indent=1) + "\n",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sglang-envelope")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cap = sub.add_parser("capacity", help="capacity table and chart of every engine host of an inventory")
+    cap.add_argument("--inventory", "-i", required=True)
+    cap.add_argument("--out", help="directory for capacity.md and the SVG charts")
+    want = sub.add_parser("plan", help="does a workload shape fit the inventory, and what makes it fit")
+    want.add_argument("--inventory", "-i", required=True)
+    want.add_argument(
+        "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
+    )
+    mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
+    mon.add_argument("--inventory", "-i", required=True)
+    mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
+    req = sub.add_parser("check-request", help="which limit would reject a request of this shape, with its text")
+    req.add_argument("--inventory", "-i", required=True)
+    req.add_argument("--input-tokens", type=int, required=True)
+    req.add_argument("--max-new-tokens", type=int, required=True)
+    req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
+    args = parser.parse_args(argv)
+    if args.command == "plan":
+        return plan_command(args.inventory, args.want)
+    if args.command == "monitoring":
+        return monitoring_command(args.inventory, args.out)
+    if args.command == "check-request":
+        return check_request_command(args.inventory, args.input_tokens, args.max_new_tokens, args.chat)
+    return capacity_command(args.inventory, args.out)

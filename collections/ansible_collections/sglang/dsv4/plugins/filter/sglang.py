@@ -1,0 +1,470 @@
+"""Jinja filters over the envelope core (plugins/module_utils/): thin wrappers, no envelope logic of their own."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_alerts as _alerts
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_closure as _closure
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_drift as _drift
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_layout as _layout
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_monitoring as _monitoring
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_releases as _releases
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_schema as _schema
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+
+# Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
+# environment variable, so the key itself never enters an envelope, a script or a fact.
+_SECRET_SET = "<set>"
+
+
+def _plain(value: Any) -> Any:
+    """Ansible's lazy containers as plain dicts and lists (the codec and the facts need plain data)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _with_secret(envelope: dict[str, Any], api_key: Any) -> dict[str, Any]:
+    if api_key:
+        envelope["api_key"] = _SECRET_SET
+    return envelope
+
+
+def engine_envelope(hostvars: Mapping[str, Any], role: str, api_key: Any = None) -> dict[str, Any]:
+    """Declared envelope of the `role` engine on a host (`hostvars[host]`); api_key only marks the key as set."""
+    return _with_secret(_plain(_declared.engine_envelope(role, hostvars)), api_key)
+
+
+def router_envelope(hostvars: Mapping[str, Any], api_key: Any = None) -> dict[str, Any]:
+    """Declared router envelope of a host; api_key only marks the key as set."""
+    return _with_secret(_plain(_declared.router_envelope(hostvars)), api_key)
+
+
+def render_args(envelope: Mapping[str, Any], role: str) -> list[str]:
+    """One `--flag value` group per serve-script line (codec render_args)."""
+    return list(_flags.render_args(role, _plain(envelope)))
+
+
+def environ(envelope: Mapping[str, Any], role: str) -> dict[str, str]:
+    """Environment variables the envelope sets (codec to_environ)."""
+    return dict(_flags.to_environ(role, _plain(envelope)))
+
+
+def public_envelope(envelope: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """The envelope without secret keys (for facts and logs)."""
+    secret = {k.name for k in _schema.keys_for(role) if k.secret}
+    return {k: v for k, v in _plain(envelope).items() if k not in secret}
+
+
+def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """Prefill (url, bootstrap port) and decode urls of every engine in the inventory."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = {h for members in names.values() for h in members}
+    return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
+
+
+def local_url(listen: Any, port: Any) -> str:
+    """The URL a process on the same host reaches a server bound to `listen` and `port` at (module_utils)."""
+    return str(_declared.local_url(listen, port))
+
+
+def model_inputs(hostvars: Mapping[str, Any], model_config: Any) -> dict[str, Any] | None:
+    """The capacity model's inputs of an engine host, from its variables and the model's config.json text or dict;
+    None without a config (the judge then compares no unset key)."""
+    config = json.loads(model_config) if isinstance(model_config, str) and model_config else model_config
+    return _plain(_declared.model_inputs(_plain(hostvars), _plain(config))) if config else None
+
+
+def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
+    """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
+    return list(_drift.files_to_write(_plain(files), _plain(wanted)))
+
+
+def paths_to_write(wanted: Sequence[Mapping[str, Any]], found: Mapping[str, Any]) -> list[str]:
+    """The `dest` of each wanted file ({dest, content or src, owner, group, mode}) whose content, owner, group or
+    mode on the host (sglang_host_info's files) differs; `src` is a controller file, read here."""
+    want = {}
+    for item in wanted:
+        data = Path(item["src"]).read_bytes() if "src" in item else str(item["content"]).encode()
+        want[item["dest"]] = {"path": item["dest"], "sha1": hashlib.sha1(data).hexdigest()} | {
+            key: item[key] for key in ("owner", "group", "mode")
+        }
+    have = {path: {"path": path, **entry} for path, entry in _plain(found).items()}
+    return list(_drift.files_to_write(have, want))
+
+
+def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
+    """Whether a read entry (sglang_host_info's file, user or group) differs from `wanted` in any key it names."""
+    found = found or {}
+    return any(str(found.get(key)) != str(value) for key, value in wanted.items())
+
+
+def module_closure(program: str) -> list[str]:
+    """The module_utils modules the program at path `program` needs on a host, sglang_closure.program_closure."""
+    return list(_closure.program_closure(program))
+
+
+def file_entries(
+    names: Sequence[str],
+    src_dir: str,
+    dest_dir: str,
+    owner: str = "root",
+    group: str = "root",
+    mode: str = "0644",
+    notify: str | None = None,
+) -> list[dict[str, Any]]:
+    """Copy entries ({src, dest, owner, group, mode, notify}) for files of one controller folder into one host
+    folder, the shape sglang_paths_to_write and a copy loop take."""
+    return [
+        {"src": f"{src_dir}/{name}", "dest": f"{dest_dir}/{name}", "owner": owner, "group": group, "mode": mode}
+        | ({"notify": notify} if notify else {})
+        for name in names
+    ]
+
+
+def router_worker_specs(worker_map: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The declared workers as smg's worker API registers them."""
+    return list(_declared.router_worker_specs(_plain(worker_map)))
+
+
+def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
+    """`--prefill URL PORT` and `--decode URL` serve-script lines for smg's PD mode."""
+    argv = _declared.router_argv_workers(_plain(worker_map))
+    lines: list[str] = []
+    for token in argv:
+        if token.startswith("--"):
+            lines.append(token)
+        else:
+            lines[-1] += " " + shlex.quote(token)
+    return lines
+
+
+def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
+    """Every problem of the inventory's envelope (module_utils check_fleet); [] means it may be deployed."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = sorted({h for members in names.values() for h in members})
+    try:
+        return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
+    except (ValueError, TypeError, KeyError) as exc:
+        return [f"the envelope could not be checked: {exc!r}; fix: correct the declared values named above"]
+
+
+def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
+    """Risks of the declared envelope (module_utils sglang_risks), with validated fixes; warnings, not errors."""
+    declared = declared_fleet(hostvars, groups)
+    fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
+    config = _plain(model_config)
+    return [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
+
+
+def rollout_plan(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    tokens: int,
+    min_parallel: int = 0,
+) -> dict[str, list[str]]:
+    """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out
+    (`lines`), and the steps that leave fewer than `min_parallel` parallel calls (`shortfalls`)."""
+    declared = declared_fleet(hostvars, groups)
+    fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
+    whole, steps = _plan.rollout_plan(fleet, _plain(model_config), int(tokens))
+    load = int(min_parallel) or None
+    return {
+        "lines": _plan.render_plan(whole, steps, int(tokens), load),
+        "shortfalls": _plan.rollout_shortfalls(steps, int(min_parallel), int(tokens)),
+    }
+
+
+def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    return list(_risks.render(findings))
+
+
+# The variables the deep check reads of each host (the API key only as "set or not").
+_DEEP_VARS = (
+    "sglang_model",
+    "sglang_engine_common",
+    "sglang_prefill",
+    "sglang_decode",
+    "sglang_router",
+    "sglang_advertise_host",
+    "ansible_host",
+    "sglang_engine_extra_env",
+    "sglang_router_extra_args",
+)
+
+
+def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings: Mapping[str, Any]) -> dict:
+    """SGLang's and smg's own startup checks on every rendered command line (plugins/module_utils/sglang_deep.py):
+    {problems, warnings, stats}."""
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = sorted({h for members in names.values() for h in members})
+    picked = {}
+    for host in hosts:
+        picked[host] = pick(hostvars[host], _DEEP_VARS)
+        if hostvars[host].get("sglang_api_key"):
+            picked[host]["sglang_api_key"] = _SECRET_SET
+    return _plain(_deep.deep_check(picked, names, _plain(settings)))
+
+
+def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
+    """Capacity-model limits of a declared engine envelope on its host (pool, running requests, context)."""
+    limits = _validate.engine_limits(_plain(model_config), _plain(envelope), hostvars)
+    return {
+        "context_len": limits.context_len,
+        "max_total_num_tokens": limits.max_total_num_tokens,
+        "max_running_requests": limits.max_running_requests,
+        "max_req_input_len": limits.max_req_input_len,
+        "token_capacity_swa": limits.token_capacity_swa,
+        "kv_cache_gib": limits.memory_usage["kvcache"],
+        "weights_gib": limits.memory_usage["weight"],
+        "full_length_requests": limits.max_total_num_tokens // max(1, limits.context_len),
+    }
+
+
+def pick(hostvars: Mapping[str, Any], names: Any) -> dict[str, Any]:
+    """The named variables a host defines (only those are read, so unrelated variables are never templated)."""
+    return {name: _plain(hostvars[name]) for name in names if name in hostvars}
+
+
+_ARGUMENT = re.compile(
+    r"argument '(?P<name>[^']+)'(?: is of type \S+)?(?: found in '(?P<parent>[^']+)')?"
+    r"|value of (?P<cname>\w+) must be one of: .*? found in (?P<cparent>\w+)"
+    r"|value of (?P<tname>\w+) must be one of"
+)
+_TYPE_NOISE = re.compile(r": <class '[^']+'> cannot be converted to an? \w+")
+
+
+def argument_errors(results: list[Mapping[str, Any]], hostvars: Mapping[str, Any], spec: Mapping[str, Any]) -> list:
+    """Messages of ansible.builtin.validate_argument_spec results (one per host, `item` = host), each naming
+    the host, the variable, its value (never for no_log options) and the fix."""
+    messages = []
+    for result in results:
+        host = str(result.get("item"))
+        for error in result.get("argument_errors") or []:
+            text = _TYPE_NOISE.sub("", str(error))
+            match = _ARGUMENT.search(text)
+            if not match:
+                messages.append(f"{host}: {text}; fix: see entry point inventory of sglang_validate's argument_specs")
+                continue
+            name = match["name"] or match["cname"] or match["tname"]
+            parent = match["parent"] or match["cparent"]
+            top = parent or name
+            option = (spec.get(top) or {}) if not parent else ((spec.get(top) or {}).get("options") or {}).get(name, {})
+            variable = f"{parent}.{name}" if parent else name
+            value = ""
+            if not option.get("no_log") and not (spec.get(top) or {}).get("no_log"):
+                declared = _plain(hostvars[host].get(top)) if top in hostvars[host] else None
+                if parent and isinstance(declared, Mapping):
+                    declared = declared.get(name)
+                value = f"={declared!r}"
+            wanted = option.get("type", "value")
+            choices = f" (one of {', '.join(map(str, option['choices']))})" if option.get("choices") else ""
+            messages.append(f"{host}: {variable}{value}: {text}; fix: declare a {wanted}{choices}")
+    return messages
+
+
+def unit_names(_ignored: Any = None) -> dict[str, str]:
+    """systemd unit name (without .service) of each server role."""
+    return dict(_layout.UNIT_NAMES)
+
+
+def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:
+    """One server's layout (plugins/module_utils/sglang_layout.py): unit, files with owner, group and mode, facts file,
+    listeners, connect and health URLs; `places` is sglang_defaults_layout."""
+    return _plain(_layout.server_layout(role, _plain(envelope), _plain(places)))
+
+
+_ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
+
+
+def env_quote(value: Any) -> str:
+    """A value for a systemd EnvironmentFile line: bare when safe, else double-quoted with escapes."""
+    text = str(value)
+    if _ENV_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("\n", "\\n") + '"'
+
+
+def unit_value(value: Any) -> str:
+    """A systemd directive value: booleans as yes/no, everything else as text."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return str(value)
+
+
+def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12) -> str:
+    """Short sha256 over `salt` and the relative paths and contents of the files at `paths` under `root`
+    (directories recursively, caches skipped): a release id that changes exactly when its inputs change."""
+    base = Path(root)
+    files: set[Path] = set()
+    for name in paths:
+        path = base / name
+        if path.is_dir():
+            files.update(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.add(path)
+        else:
+            raise ValueError(f"{path} does not exist; fix: correct the source paths of the release")
+    skip = ("__pycache__", ".egg-info", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+    digest = hashlib.sha256(salt.encode() + b"\0")
+    for path in sorted(files):
+        rel = path.relative_to(base)
+        if any(part.endswith(skip) for part in rel.parts) or path.suffix == ".pyc":
+            continue
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:length]
+
+
+def releases_to_prune(
+    found: Sequence[Mapping[str, Any]], releases_dir: str, linked: Sequence[str], keep: int
+) -> list[str]:
+    """Names of the releases to remove, from ansible.builtin.find over `releases_dir` (depth 2): its folders
+    are the releases, a manifest.json inside one marks it complete; `linked` holds the link targets."""
+    root = releases_dir.rstrip("/")
+    paths = {str(item["path"]) for item in found}
+    releases = {
+        Path(item["path"]).name: (float(item["mtime"]), f"{item['path']}/manifest.json" in paths)
+        for item in found
+        if item.get("isdir") and str(Path(item["path"]).parent) == root
+    }
+    return list(_releases.releases_to_prune(releases, [Path(t).name for t in linked], keep))
+
+
+def to_fact_json(value: Any) -> str:
+    """Stable JSON for the local facts file (sorted keys, no timestamps), so reruns are byte-identical."""
+    return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
+
+
+def audit_records(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:
+    """Every record the audit kept on `hosts` (`sglang_audit_records`); a host without records is unreachable."""
+    records: list[dict[str, Any]] = []
+    for host in hosts:
+        kept = hostvars[host].get("sglang_audit_records") if host in hostvars else None
+        if kept is None:
+            records.append({"host": host, "role": "host", "host_unreachable": "the audit did not read this host"})
+        else:
+            records += [_plain(r) for r in kept]
+    return records
+
+
+# The declared variables the capacity model, the validation and the planner read; nothing secret.
+_FLEET_VARS = (
+    "sglang_model", "sglang_gpu_memory_gib", "sglang_gpus_per_host", "sglang_engine_common", "sglang_prefill",
+    "sglang_decode", "sglang_router", "sglang_workload", "sglang_advertise_host", "ansible_host",
+)  # fmt: skip
+
+
+def declared_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared fleet for the audit's risk fixes: the envelope variables of every SGLang host, without keys."""
+    names = [n for n in ("sglang_prefill", "sglang_decode", "sglang_router") if n in groups]
+    hosts = sorted({h for n in names for h in groups[n]})
+    out: dict[str, Any] = {}
+    for host in hosts:
+        picked = {k: _plain(hostvars[host][k]) for k in _FLEET_VARS if k in hostvars[host]}
+        out[host] = {k: {i: v for i, v in d.items() if i != "api_key"} if isinstance(d, dict) else d
+                     for k, d in picked.items()}  # fmt: skip
+    return {"hostvars": out, "groups": {n: list(groups[n]) for n in names}}
+
+
+def monitoring(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    places: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What the sglang_monitoring role writes: {rules (YAML text), dashboard (JSON text), prometheus (dict),
+    exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables; `places`:
+    the directories and file modes of the server layout (sglang_defaults_layout)."""
+    import yaml  # the controller's (Ansible's own dependency)
+
+    # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
+    declared = json.loads(json.dumps(declared_fleet(hostvars, groups)))
+    plain_hv, names = declared["hostvars"], declared["groups"]
+    config = json.loads(json.dumps(_plain(model_config)))
+    fl = _alerts.fleet(plain_hv, names, config)
+    prefixed = {
+        k: v for k, v in json.loads(json.dumps(_plain(settings))).items() if k.startswith(_alerts.POLICY_PREFIX)
+    }
+    policy = _alerts.Policy.from_vars(_alerts.policy_vars(prefixed))
+    groups_ = _alerts.all_alerts(fl, policy)
+    scrape = _monitoring.Scrape(
+        **{
+            k: prefixed[f"sglang_monitoring_{k}"]
+            for k in _monitoring.Scrape.__dataclass_fields__
+            if f"sglang_monitoring_{k}" in prefixed
+        }
+    )
+    engine_hosts = sorted({e.host for e in fl.engines})
+    # grafana-foundation-sdk, on the controller only: imported where used
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_dashboard as dashboard
+
+    return {
+        "rules": yaml.safe_dump(_alerts.rule_file(groups_), sort_keys=False, width=1000),
+        "dashboard": json.dumps(dashboard.build(fl, policy), indent=1) + "\n",
+        "prometheus": _monitoring.prometheus_config(fl, plain_hv, engine_hosts, scrape),
+        "exporters": {
+            h: _monitoring.exporter_servers(
+                fl, h, plain_hv[h], config, _SECRET_SET if hostvars[h].get("sglang_api_key") else None, _plain(places)
+            )
+            for h in engine_hosts
+        },
+    }
+
+
+class FilterModule:
+    """sglang_* filters."""
+
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "sglang_engine_envelope": engine_envelope,
+            "sglang_router_envelope": router_envelope,
+            "sglang_render_args": render_args,
+            "sglang_environ": environ,
+            "sglang_public_envelope": public_envelope,
+            "sglang_workers": workers,
+            "sglang_local_url": local_url,
+            "sglang_model_inputs": model_inputs,
+            "sglang_files_to_write": files_to_write,
+            "sglang_paths_to_write": paths_to_write,
+            "sglang_file_entries": file_entries,
+            "sglang_entry_differs": entry_differs,
+            "sglang_module_closure": module_closure,
+            "sglang_router_worker_args": router_worker_args,
+            "sglang_router_worker_specs": router_worker_specs,
+            "sglang_check_fleet": check_fleet,
+            "sglang_declared_fleet": declared_fleet,
+            "sglang_fleet_risks": fleet_risks,
+            "sglang_risk_lines": risk_lines,
+            "sglang_rollout_plan": rollout_plan,
+            "sglang_deep_check": deep_check,
+            "sglang_engine_limits": engine_limits,
+            "sglang_unit_names": unit_names,
+            "sglang_server_layout": server_layout,
+            "sglang_pick": pick,
+            "sglang_argument_errors": argument_errors,
+            "sglang_env_quote": env_quote,
+            "sglang_unit_value": unit_value,
+            "sglang_source_digest": source_digest,
+            "sglang_releases_to_prune": releases_to_prune,
+            "sglang_fact_json": to_fact_json,
+            "sglang_audit_records": audit_records,
+            "sglang_monitoring": monitoring,
+        }

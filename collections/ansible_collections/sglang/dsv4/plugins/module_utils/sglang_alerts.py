@@ -1,0 +1,670 @@
+"""Prometheus alert rules, and a promtool test for each, generated from the declared envelope and the capacity model.
+
+No threshold here is a typed-in limit: every figure an alert compares with is a declared envelope value
+(context_length, max_running_requests, max_concurrent_requests, queue_size, the router's workers), what the
+capacity model predicts for it (the KV pool, the effective running window), or a fraction of one of those
+(`Policy`, the monitoring role's variables). Each alert's description names the declared limit it guards.
+
+Metric names are SGLang 0.5.23's (`sglang:*`, observability/metrics_collector.py), smg 1.13.0's (`smg_*`, its
+metrics port) and the drift exporter's (`sglang_envelope_*`, sglang_drift_export). Every series carries the scrape
+labels `job` and `server` (`<inventory host>:<role>`), set by the scrape configs the monitoring role writes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sglang_declared import GROUPS, engine_envelope, model_inputs, router_envelope, workers
+from .sglang_drift import predict
+from .sglang_schema import EnvelopeError
+
+ENGINE_JOB = "sglang_engine"
+ROUTER_JOB = "sglang_router"
+DRIFT_JOB = "sglang_drift"  # node_exporter's textfile collector on each engine host
+DRIFT_METRIC = "sglang_envelope_drift"
+EFFECTIVE_METRIC = "sglang_envelope_effective"
+DRIFT_RUN_METRIC = "sglang_envelope_audit_timestamp_seconds"
+# The generation routes of smg whose answers count for availability (health probes and metrics do not).
+GENERATION_PATHS = "/generate|/v1/chat/completions|/v1/completions"
+# Burn-rate windows of the availability SLO (Google SRE workbook, multiwindow multi-burn-rate alerts).
+BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("page", "6h", "30m", 6.0), ("ticket", "1d", "2h", 3.0))
+
+
+RULES_FILE = "sglang_rules.yml"
+RULES_TEST_FILE = "sglang_rules_test.yml"
+DASHBOARD_FILE = "sglang_dashboard.json"
+POLICY_PREFIX = "sglang_monitoring_"
+
+
+class MonitoringError(ValueError):
+    """A monitoring setting or inventory value the rules cannot be generated from."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How close to a limit is worth a page: fractions of the limits, durations and SLOs (role variables)."""
+
+    kv_usage_warning: float = 0.90
+    kv_usage_critical: float = 0.97
+    running_warning: float = 0.90
+    admission_warning: float = 0.90
+    queue_warning: float = 0.80
+    for_short: str = "1m"
+    for_long: str = "5m"
+    rate_window: str = "5m"
+    ttft_p99_slo_s: float | None = None
+    availability_slo: float | None = None
+    drift_period_s: int = 60
+
+    @classmethod
+    def from_vars(cls, values: Mapping[str, Any] | None) -> Policy:
+        """A Policy from `sglang_monitoring_*` values (without the prefix); names the variable on bad input."""
+        out: dict[str, Any] = {}
+        for name, value in (values or {}).items():
+            if name not in cls.__dataclass_fields__:
+                known = ", ".join(cls.__dataclass_fields__)
+                raise MonitoringError(f"sglang_monitoring_{name}: unknown setting; known: {known}")
+            out[name] = value
+        policy = cls(**out)
+        for name in ("kv_usage_warning", "kv_usage_critical", "running_warning", "admission_warning", "queue_warning"):
+            v = getattr(policy, name)
+            if not isinstance(v, int | float) or not 0 < v <= 1:
+                raise MonitoringError(
+                    f"sglang_monitoring_{name}={v!r}: must be a fraction of the limit in (0, 1]; fix: e.g. 0.9"
+                )
+        if policy.kv_usage_warning >= policy.kv_usage_critical:
+            raise MonitoringError(
+                f"sglang_monitoring_kv_usage_warning={policy.kv_usage_warning} must stay below "
+                f"sglang_monitoring_kv_usage_critical={policy.kv_usage_critical}; fix: lower the warning"
+            )
+        slo = policy.availability_slo
+        if slo is not None and not 0 < slo < 1:
+            raise MonitoringError(f"sglang_monitoring_availability_slo={slo!r}: must lie in (0, 1); fix: e.g. 0.995")
+        fastest = BURN_WINDOWS[0][3]
+        if slo is not None and fastest * (1 - slo) >= 1:
+            raise MonitoringError(
+                f"sglang_monitoring_availability_slo={slo!r}: the {BURN_WINDOWS[0][1]} page fires at {fastest}x the "
+                f"error budget, an error ratio of {_num(round(fastest * (1 - slo), 6))}: above 1, it can never fire; "
+                f"fix: declare more than {_num(round(1 - 1 / fastest, 4))}"
+            )
+        ttft = policy.ttft_p99_slo_s
+        low, high = float(TTFT_TEST_BUCKETS[0]), float(TTFT_TEST_BUCKETS[-1])
+        if ttft is not None and not low <= ttft < high:
+            raise MonitoringError(
+                f"sglang_monitoring_ttft_p99_slo_s={ttft!r}: must be from {_num(low)} to under {_num(high)} seconds, "
+                "the span of the TTFT buckets the alert is tested with (below it no bucket lies under the SLO; from "
+                f"{_num(high)} on the p99 of the last bucket reads as {_num(high)}); fix: e.g. 2"
+            )
+        if not isinstance(policy.drift_period_s, int) or policy.drift_period_s < 1:
+            raise MonitoringError(f"sglang_monitoring_drift_period_s={policy.drift_period_s!r}: must be an int >= 1")
+        return policy
+
+
+def policy_vars(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The Policy fields a host's variables set (`sglang_monitoring_<field>`)."""
+    fields = Policy.__dataclass_fields__
+    return {
+        k[len(POLICY_PREFIX) :]: v
+        for k, v in hostvars.items()
+        if k.startswith(POLICY_PREFIX) and k[len(POLICY_PREFIX) :] in fields
+    }
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """One engine as the rules see it: its scrape label, where it listens and its limits."""
+
+    host: str
+    role: str
+    url: str
+    declared: dict[str, Any]
+    predicted: dict[str, Any]
+
+    @property
+    def server(self) -> str:
+        return f"{self.host}:{self.role}"
+
+    @property
+    def context_length(self) -> int | None:
+        value = self.declared.get("context_length") or self.predicted.get("context_length")
+        return int(value) if value else None
+
+    @property
+    def pool(self) -> int | None:
+        value = self.predicted.get("max_total_tokens")
+        return int(value) if value else None
+
+    @property
+    def pool_tolerance(self) -> int | None:
+        """How far the live pool may lie from the prediction: a quarter of the bf16/fp8 index-key gap (the audit's
+        rule for telling the keys apart, sglang_drift.infer_index_k), else 2 % of the pool."""
+        pools = self.predicted.get("pool_by_index_k")
+        if pools:
+            return abs(int(pools["fp8"]) - int(pools["bf16"])) // 4
+        return int(self.pool * 0.02) if self.pool else None
+
+    @property
+    def max_running(self) -> int | None:
+        value = self.predicted.get("max_running_requests") or self.declared.get("max_running_requests")
+        return int(value) if value else None
+
+
+@dataclass(frozen=True)
+class RouterTarget:
+    host: str
+    declared: dict[str, Any]
+    workers: int
+
+    @property
+    def server(self) -> str:
+        return f"{self.host}:router"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    engines: list[EngineTarget]
+    routers: list[RouterTarget]
+
+
+def fleet(
+    all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]], model_config: Mapping[str, Any]
+) -> Fleet:
+    """Every engine and router of the inventory with its declared and predicted limits."""
+    engines: list[EngineTarget] = []
+    worker_map = workers(all_hostvars, {k: list(v) for k, v in groups.items()})
+    urls = {(w["host"], role): w["url"] for role in ("prefill", "decode") for w in worker_map[role]}
+    for role in ("prefill", "decode"):
+        for host in groups.get(GROUPS[role], []):
+            hv = all_hostvars[host]
+            declared = engine_envelope(role, hv)
+            predicted, why = predict(model_inputs(hv, model_config), declared)
+            if why:
+                raise MonitoringError(f"{host} {role}: {why}; the rules need the capacity model's KV pool")
+            engines.append(EngineTarget(host, role, urls[(host, role)], declared, predicted))
+    n_workers = len(worker_map["prefill"]) + len(worker_map["decode"])
+    routers = [RouterTarget(h, router_envelope(all_hostvars[h]), n_workers) for h in groups.get(GROUPS["router"], [])]
+    if not engines:
+        raise EnvelopeError("the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor")
+    return Fleet(engines, routers)
+
+
+# ---------------------------------------------------------------- rules and their tests
+
+
+@dataclass
+class Case:
+    """One promtool test case: input series (selector, values), where to evaluate, and whether the alert fires."""
+
+    series: list[tuple[str, str]]
+    eval_time: str
+    fires: bool
+    labels: dict[str, str] = field(default_factory=dict)  # the alert's labels beyond its rule labels
+
+
+@dataclass
+class Alert:
+    name: str
+    severity: str
+    server: str
+    expr: str
+    for_: str
+    summary: str
+    guards: str  # the declared limit the alert guards
+    description: str
+    cases: list[Case]
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        own = {"server": self.server} if self.server else {}
+        return {"severity": self.severity, "guards": self.guards, **own, **self.extra_labels}
+
+    def rule(self) -> dict[str, Any]:
+        return {
+            "alert": self.name,
+            "expr": self.expr,
+            "for": self.for_,
+            "labels": self.labels,
+            "annotations": {"summary": self.summary, "description": self.description},
+        }
+
+
+def _sel(job: str, server: str, **labels: str) -> str:
+    inner = ",".join([f'job="{job}"', f'server="{server}"', *(f'{k}="{v}"' for k, v in labels.items())])
+    return "{" + inner + "}"
+
+
+def _minutes(duration: str) -> int:
+    """Whole minutes of a Prometheus duration (s, m or h), at least 1."""
+    unit = duration[-1]
+    value = float(duration[:-1])
+    seconds = value * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    return max(1, math.ceil(seconds / 60))
+
+
+def _flat(value: float, minutes: int) -> str:
+    return f"{_num(value)}x{minutes}"
+
+
+def _ramp(start: float, step: float, minutes: int) -> str:
+    return f"{_num(start)}+{_num(step)}x{minutes}"
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _gauge_cases(
+    selectors: Sequence[str], fire: Sequence[float], calm: Sequence[float], for_: str, extra_min: int = 2
+) -> list[Case]:
+    """A gauge alert: the firing values for longer than `for`, and the calm ones (just below the line)."""
+    minutes = _minutes(for_) + extra_min
+    at = f"{minutes}m"
+    return [
+        Case([(s, _flat(v, minutes)) for s, v in zip(selectors, fire, strict=True)], at, True),
+        Case([(s, _flat(v, minutes)) for s, v in zip(selectors, calm, strict=True)], at, False),
+    ]
+
+
+def _counter_cases(selector: str, window: str, for_: str, others: Sequence[tuple[str, str]] = ()) -> list[Case]:
+    """A counter alert: rising by one a minute fires; a flat counter does not."""
+    minutes = _minutes(window) + _minutes(for_) + 2
+    at = f"{minutes}m"
+    return [
+        Case([(selector, _ramp(0, 1, minutes)), *others], at, True),
+        Case([(selector, _flat(7, minutes)), *others], at, False),
+    ]
+
+
+def engine_alerts(e: EngineTarget, policy: Policy) -> list[Alert]:
+    s = e.server
+    sel = _sel(ENGINE_JOB, s)
+    var = f"sglang_{e.role}"
+    alerts: list[Alert] = []
+    pool, pool_note = e.pool, ""
+    if pool:
+        pool_note = f"; the capacity model predicts a pool of {pool:,} tokens for {var}"
+    used = f"sum by (server) (sglang:num_used_tokens{sel})"
+    total = f"sum by (server) (sglang:max_total_num_tokens{sel})"
+    live_pool = pool or 1_000_000
+    for severity, frac in (("warning", policy.kv_usage_warning), ("critical", policy.kv_usage_critical)):
+        name = "SGLangKVPoolNearFull" if severity == "warning" else "SGLangKVPoolFull"
+        alerts.append(
+            Alert(
+                name, severity, s, f"{used} / {total} > {_num(frac)}", policy.for_short,
+                f"{s}: KV pool {int(frac * 100)} % full",
+                "max_total_num_tokens",
+                f"KV tokens in use on {s} stay above {_num(frac)} of the live pool (sglang:max_total_num_tokens)"
+                f"{pool_note} (mem_fraction_static {e.declared.get('mem_fraction_static')}, "
+                f"bf16_index_k {bool(e.declared.get('bf16_index_k'))}); new requests wait or running ones are "
+                "retracted",
+                _gauge_cases(
+                    [f"sglang:num_used_tokens{sel}", f"sglang:max_total_num_tokens{sel}"],
+                    [math.ceil(live_pool * frac) + e.declared.get("page_size", 1), live_pool],
+                    [math.floor(live_pool * frac) - e.declared.get("page_size", 1), live_pool],
+                    policy.for_short,
+                ),
+            )
+        )  # fmt: skip
+    if e.max_running:
+        line = math.ceil(e.max_running * policy.running_warning)
+        alerts.append(
+            Alert(
+                "SGLangRunningNearLimit", "warning", s,
+                f"sum by (server) (sglang:num_running_reqs{sel}) >= {line}", policy.for_long,
+                f"{s}: {line}+ requests running of {e.max_running}",
+                "max_running_requests",
+                f"Running requests on {s} reached {_num(policy.running_warning)} of the effective "
+                f"max_running_requests {e.max_running} (declared {var}.max_running_requests="
+                f"{e.declared.get('max_running_requests')}, capped by the KV pool as SGLang does); "
+                "further requests queue at the engine",
+                _gauge_cases([f"sglang:num_running_reqs{sel}"], [line], [line - 1], policy.for_long),
+            )
+        )  # fmt: skip
+    if e.context_length:
+        declared_ctx = e.declared.get("context_length")
+        source = f"{var}.context_length={declared_ctx}" if declared_ctx else "the model's own context length"
+        alerts.append(
+            Alert(
+                "SGLangContextLengthDrift", "critical", s,
+                f"max by (server) (sglang:context_len{sel}) != {e.context_length}", policy.for_short,
+                f"{s}: live context length is not {e.context_length}",
+                "context_length",
+                f"The engine {s} runs with another context length than declared ({source}): "
+                "restarted by hand or with other flags; per-call context limits differ from the envelope",
+                _gauge_cases([f"sglang:context_len{sel}"], [e.context_length // 2], [e.context_length],
+                             policy.for_short),
+            )
+        )  # fmt: skip
+    if pool and e.pool_tolerance:
+        pools = e.predicted.get("pool_by_index_k") or {}
+        keys = ""
+        if pools:
+            keys = (
+                f"; bf16 index keys give {int(pools['bf16']):,} tokens, fp8 keys {int(pools['fp8']):,} "
+                "(a pool near the other figure means the engine lost or gained SGLANG_DSV4_BF16_INDEX_K)"
+            )
+        other = int(pools["fp8"] if e.declared.get("bf16_index_k") else pools["bf16"]) if pools else pool * 2
+        alerts.append(
+            Alert(
+                "SGLangKVPoolDrift", "critical", s,
+                f"abs(max by (server) (sglang:max_total_num_tokens{sel}) - {pool}) > {e.pool_tolerance}",
+                policy.for_short,
+                f"{s}: live KV pool is not the predicted {pool:,} tokens",
+                "max_total_num_tokens",
+                f"The live KV pool of {s} lies more than {e.pool_tolerance:,} tokens from the {pool:,} the capacity "
+                f"model predicts for the declared {var}{keys}",
+                _gauge_cases([f"sglang:max_total_num_tokens{sel}"], [other], [pool + e.pool_tolerance // 2],
+                             policy.for_short),
+            )
+        )  # fmt: skip
+    alerts.append(
+        Alert(
+            "SGLangEngineDown", "critical", s, f"max by (server) (up{sel}) == 0", policy.for_short,
+            f"{s}: /metrics unreachable",
+            "enable_metrics",
+            f"Prometheus cannot scrape {e.url}/metrics ({var}.port={e.declared.get('port')}, "
+            "enable_metrics=true): the engine is down, restarting or started without --enable-metrics",
+            _gauge_cases([f"up{sel}"], [0], [1], policy.for_short),
+        )
+    )  # fmt: skip
+    rw = policy.rate_window
+    if e.role == "decode":
+        alerts.append(
+            Alert(
+                "SGLangDecodeStalled", "critical", s,
+                f"sum by (server) (sglang:num_running_reqs{sel}) > 0 and "
+                f"sum by (server) (rate(sglang:generation_tokens_total{sel}[{rw}])) == 0",
+                policy.for_short,
+                f"{s}: requests running, no tokens generated",
+                "watchdog_timeout",
+                f"The decode engine {s} holds running requests and generated no token for {rw}, while its "
+                f"watchdog ({var}.watchdog_timeout={e.declared.get('watchdog_timeout')} s) has not restarted it "
+                "and /health may still answer 200",
+                _stall_cases(sel, rw, policy.for_short),
+            )
+        )  # fmt: skip
+        for metric, name, guards, what in (
+            ("sglang:num_bootstrap_failed_reqs_total", "SGLangBootstrapFailures", "disaggregation_transfer_backend",
+             f"KV handshakes with the prefill failed on {s} ({var}.disaggregation_transfer_backend="
+             f"{e.declared.get('disaggregation_transfer_backend')}): the prefill's bootstrap port is down or "
+             "unreachable"),
+            ("sglang:num_retracted_requests_total", "SGLangRetractions", "max_total_num_tokens",
+             f"The decode engine {s} retracted running requests: the KV pool ({pool or '?'} tokens predicted) "
+             "could not grow them; lower max_running_requests or raise mem_fraction_static"),
+        ):  # fmt: skip
+            alerts.append(
+                Alert(
+                    name, "warning", s, f"sum by (server) (increase({metric}{sel}[{rw}])) > 0", "0m",
+                    f"{s}: {name.removeprefix('SGLang')} in the last {rw}", guards, what,
+                    _counter_cases(f"{metric}{sel}", rw, "0m"),
+                )
+            )  # fmt: skip
+    alerts.append(
+        Alert(
+            "SGLangAbortedRequests", "warning", s,
+            f"sum by (server) (increase(sglang:num_aborted_requests_total{sel}[{rw}])) > 0", "0m",
+            f"{s}: aborted requests in the last {rw}",
+            "request_timeout_secs",
+            f"The engine {s} aborted requests (client gone, a failed KV transfer, or a request the router timed out "
+            "after sglang_router.request_timeout_secs)",
+            _counter_cases(f"sglang:num_aborted_requests_total{sel}", rw, "0m"),
+        )
+    )  # fmt: skip
+    return alerts
+
+
+def _stall_cases(sel: str, window: str, for_: str) -> list[Case]:
+    minutes = _minutes(window) + _minutes(for_) + 2
+    at = f"{minutes}m"
+    running = (f"sglang:num_running_reqs{sel}", _flat(4, minutes))
+    idle = (f"sglang:num_running_reqs{sel}", _flat(0, minutes))
+    gen = f'sglang:generation_tokens_total{sel[:-1]},is_streaming="false"}}'
+    return [
+        Case([running, (gen, _flat(500, minutes))], at, True),
+        Case([running, (gen, _ramp(500, 40, minutes))], at, False),
+        Case([idle, (gen, _flat(500, minutes))], at, False),
+    ]
+
+
+def router_alerts(r: RouterTarget, policy: Policy) -> list[Alert]:
+    s = r.server
+    sel = _sel(ROUTER_JOB, s)
+    d = r.declared
+    alerts: list[Alert] = []
+    mcr = d.get("max_concurrent_requests")
+    if mcr and int(mcr) > 0:
+        line = math.ceil(int(mcr) * policy.admission_warning)
+        alerts.append(
+            Alert(
+                "SMGAdmissionNearLimit", "warning", s, f"max by (server) (smg_admission_inflight{sel}) >= {line}",
+                policy.for_long, f"{s}: {line}+ requests in flight of {mcr}",
+                "max_concurrent_requests",
+                f"Requests in flight at the router {s} reached {_num(policy.admission_warning)} of "
+                f"sglang_router.max_concurrent_requests={mcr}; further requests wait in its queue",
+                _gauge_cases([f"smg_admission_inflight{sel}"], [line], [line - 1], policy.for_long),
+            )
+        )  # fmt: skip
+    qs = d.get("queue_size")
+    if qs and int(qs) > 0:
+        line = math.ceil(int(qs) * policy.queue_warning)
+        alerts.append(
+            Alert(
+                "SMGQueueNearFull", "warning", s, f"max by (server) (smg_admission_queue_depth{sel}) >= {line}",
+                policy.for_short, f"{s}: router queue {line}+ of {qs}",
+                "queue_size",
+                f"The router queue on {s} holds {_num(policy.queue_warning)} of sglang_router.queue_size={qs}: when "
+                f"it is full, requests get 429; queued ones time out after queue_timeout_secs="
+                f"{d.get('queue_timeout_secs')}",
+                _gauge_cases([f"smg_admission_queue_depth{sel}"], [line], [line - 1], policy.for_short),
+            )
+        )  # fmt: skip
+    rw = policy.rate_window
+    status = f'{sel[:-1]},path="/generate",status_code="429",error_code=""}}'
+    alerts.append(
+        Alert(
+            "SMGRejecting429", "warning", s,
+            f'sum by (server) (increase(smg_http_responses_total{sel[:-1]},status_code="429"}}[{rw}])) > 0', "0m",
+            f"{s}: requests refused with 429 in the last {rw}",
+            "queue_size",
+            f"The router {s} refused requests with 429: max_concurrent_requests={mcr} in flight and "
+            f"queue_size={qs} queued were exceeded",
+            _counter_cases(f"smg_http_responses_total{status}", rw, "0m"),
+        )
+    )  # fmt: skip
+    alerts.append(
+        Alert(
+            "SMGWorkersUnhealthy", "critical", s, f"sum by (server) (smg_worker_health{sel}) < {r.workers}",
+            policy.for_short, f"{s}: fewer than {r.workers} healthy workers",
+            "workers",
+            f"The router {s} sees fewer healthy workers than the {r.workers} the inventory declares (groups "
+            "sglang_prefill and sglang_decode)",
+            _gauge_cases([f'smg_worker_health{sel[:-1]},worker="http://w{i}"}}' for i in range(r.workers)],
+                         [1] * (r.workers - 1) + [0], [1] * r.workers, policy.for_short),
+        )
+    )  # fmt: skip
+    alerts.append(
+        Alert(
+            "SMGRouterDown", "critical", s, f"max by (server) (up{sel}) == 0", policy.for_short,
+            f"{s}: router metrics unreachable",
+            "prometheus_port",
+            f"Prometheus cannot scrape the router's metrics port (sglang_router.prometheus_port="
+            f"{d.get('prometheus_port')}): the router is down",
+            _gauge_cases([f"up{sel}"], [0], [1], policy.for_short),
+        )
+    )  # fmt: skip
+    if policy.ttft_p99_slo_s:
+        alerts.append(_ttft_alert(s, sel, policy))
+    if policy.availability_slo:
+        alerts += _burn_alerts(s, sel, policy.availability_slo)
+    return alerts
+
+
+def _ttft_alert(s: str, sel: str, policy: Policy) -> Alert:
+    slo = float(policy.ttft_p99_slo_s or 0)
+    rw = policy.rate_window
+    minutes = _minutes(rw) + _minutes(policy.for_long) + 2
+    fast, slow = _bucket_above(slo, below=True), _bucket_above(slo, below=False)
+
+    def series(le_hit: str) -> list[tuple[str, str]]:
+        # 100 requests a minute, all of them in the bucket `le_hit` or below.
+        out = []
+        for le in (*TTFT_TEST_BUCKETS, "+Inf"):
+            hit = le == "+Inf" or float(le) >= float(le_hit)
+            out.append((f'smg_pd_ttft_seconds_bucket{sel[:-1]},le="{le}"}}', _ramp(0, 100 if hit else 0, minutes)))
+        return out
+
+    return Alert(
+        "SMGTTFTAboveSLO", "warning", s,
+        f"histogram_quantile(0.99, sum by (server, le) (rate(smg_pd_ttft_seconds_bucket{sel}[{rw}]))) > {_num(slo)}",
+        policy.for_long, f"{s}: TTFT p99 above {_num(slo)} s",
+        "ttft_p99_slo_s",
+        f"The p99 time to first token at the router {s} stays above the declared SLO "
+        f"sglang_monitoring_ttft_p99_slo_s={_num(slo)} s",
+        [Case(series(slow), f"{minutes}m", True), Case(series(fast), f"{minutes}m", False)],
+    )  # fmt: skip
+
+
+TTFT_TEST_BUCKETS = ("0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60")
+
+
+def _bucket_above(slo: float, below: bool) -> str:
+    """A test bucket bound under the SLO (below) or over it."""
+    bounds = [float(b) for b in TTFT_TEST_BUCKETS]
+    if below:
+        under = [b for b in bounds if b <= slo / 2]
+        return _num(under[-1]) if under else TTFT_TEST_BUCKETS[0]
+    over = [b for b in bounds if b > slo]
+    return _num(over[0]) if over else "+Inf"
+
+
+def _burn_alerts(s: str, sel: str, slo: float) -> list[Alert]:
+    budget = 1 - slo
+    alerts = []
+    for severity, long_w, short_w, factor in BURN_WINDOWS:
+        name = f"SMGErrorBudgetBurn{long_w}"
+        ratio = "sum by (server) (rate(smg_http_responses_total{sel_c}[{w}])) / sum by (server) (rate(" \
+                "smg_http_responses_total{sel}[{w}]))"  # fmt: skip
+        errors_sel = f'{sel[:-1]},path=~"{GENERATION_PATHS}",status_code=~"5.."}}'
+        all_sel = f'{sel[:-1]},path=~"{GENERATION_PATHS}"}}'
+        line = _num(round(factor * budget, 6))
+        expr = (
+            f"({ratio.format(sel_c=errors_sel, sel=all_sel, w=long_w)}) > {line} and "
+            f"({ratio.format(sel_c=errors_sel, sel=all_sel, w=short_w)}) > {line}"
+        )
+        minutes = _minutes(long_w) + 5
+        ok = f'smg_http_responses_total{sel[:-1]},path="/generate",status_code="200",error_code=""}}'
+        probes = f'smg_http_responses_total{sel[:-1]},path="/readiness",status_code="200",error_code=""}}'
+        bad = (
+            f'smg_http_responses_total{sel[:-1]},path="/generate",status_code="503",error_code="no_available_workers"}}'
+        )
+        # Errors at twice the alert's burn rate (or every request) fire; at half of it they do not.
+        hot = min(1000, max(1, math.ceil(1000 * factor * budget * 2)))  # at most every request fails
+        cold = math.floor(1000 * factor * budget / 2)
+        alerts.append(
+            Alert(
+                name, "critical" if severity == "page" else "warning", s, expr, "0m" if severity == "page" else "15m",
+                f"{s}: error budget burning {factor}x over {long_w}",
+                "availability_slo",
+                f"5xx answers to generation requests at the router {s} burn the error budget of the declared "
+                f"availability SLO sglang_monitoring_availability_slo={slo} at {factor}x or more over {long_w} and "
+                f"{short_w}",
+                [
+                    # Health probes answered 200 do not count: the hot case still fires beside many of them.
+                    Case([(ok, _ramp(0, 1000 - hot, minutes)), (bad, _ramp(0, hot, minutes)),
+                          (probes, _ramp(0, 100_000, minutes))], f"{minutes}m", True),
+                    Case([(ok, _ramp(0, 1000 - cold, minutes)), (bad, _ramp(0, cold, minutes))], f"{minutes}m",
+                         False),
+                ],
+            )
+        )  # fmt: skip
+    return alerts
+
+
+def drift_alerts(policy: Policy, engine_servers: Sequence[str]) -> list[Alert]:
+    period = policy.drift_period_s
+    server = engine_servers[0] if engine_servers else "host:decode"
+    sel = f'{{job="{DRIFT_JOB}",server="{server}",key="context_length",layer="running"}}'
+    drift = Alert(
+        "SGLangEnvelopeDrift", "critical", "", f"max by (server, key, layer) ({DRIFT_METRIC}) > 0", "0m",
+        "{{ $labels.server }}: {{ $labels.key }} drifted on the {{ $labels.layer }} layer",
+        "envelope",
+        "The four-layer audit (the drift exporter, every "
+        f"{period} s) finds {{{{ $labels.key }}}} of {{{{ $labels.server }}}} leaving the declared envelope on the "
+        "{{ $labels.layer }} layer; run audit.yml for the explanation, site.yml to restore the declaration",
+        [
+            Case([(f"{DRIFT_METRIC}{sel}", _flat(1, 3))], "2m", True,
+                 {"server": server, "key": "context_length", "layer": "running"}),
+            Case([(f"{DRIFT_METRIC}{sel}", _flat(0, 3))], "2m", False),
+        ],
+    )  # fmt: skip
+    stale_after = 3 * period
+    run_sel = f'{{job="{DRIFT_JOB}",server="{server}"}}'
+    stale_min = _minutes(f"{stale_after}s")
+    stale = Alert(
+        "SGLangDriftAuditStale", "warning", "", f"time() - max by (server) ({DRIFT_RUN_METRIC}) > {stale_after}",
+        "0m", "{{ $labels.server }}: no drift audit for " + f"{stale_after} s",
+        "envelope",
+        f"The drift exporter's timer (every {period} s) has not written an audit of {{{{ $labels.server }}}} for "
+        f"{stale_after} s: drift would go unnoticed",
+        [
+            Case([(f"{DRIFT_RUN_METRIC}{run_sel}", _flat(0, stale_min + 3))], f"{stale_min + 2}m", True,
+                 {"server": server}),
+            Case([(f"{DRIFT_RUN_METRIC}{run_sel}", _ramp(0, 60, stale_min + 3))], f"{stale_min + 2}m", False),
+        ],
+    )  # fmt: skip
+    return [drift, stale]
+
+
+def all_alerts(fl: Fleet, policy: Policy) -> dict[str, list[Alert]]:
+    """Alert groups: one per engine and router, and the drift group."""
+    out: dict[str, list[Alert]] = {}
+    for e in fl.engines:
+        out[f"sglang-{e.host}-{e.role}"] = engine_alerts(e, policy)
+    for r in fl.routers:
+        out[f"smg-{r.host}"] = router_alerts(r, policy)
+    out["sglang-envelope-drift"] = drift_alerts(policy, [e.server for e in fl.engines])
+    return out
+
+
+def rule_file(groups: Mapping[str, list[Alert]]) -> dict[str, Any]:
+    """The Prometheus rule file."""
+    return {"groups": [{"name": name, "rules": [a.rule() for a in alerts]} for name, alerts in groups.items()]}
+
+
+def expand_labels(text: str, labels: Mapping[str, str]) -> str:
+    for k, v in labels.items():
+        text = text.replace(f"{{{{ $labels.{k} }}}}", v)
+    return text
+
+
+def promtool_tests(groups: Mapping[str, list[Alert]], rule_path: str) -> dict[str, Any]:
+    """promtool's unit-test file: every alert fires on its firing case and stays silent on the others."""
+    tests = []
+    for alerts in groups.values():
+        for a in alerts:
+            for case in a.cases:
+                labels = case.labels or ({"server": a.server} if a.server else {})
+                expected = []
+                if case.fires:
+                    expected.append(
+                        {
+                            "exp_labels": {**labels, **a.labels},
+                            "exp_annotations": {
+                                "summary": expand_labels(a.summary, labels),
+                                "description": expand_labels(a.description, labels),
+                            },
+                        }
+                    )
+                tests.append(
+                    {
+                        "name": f"{a.name} {a.server} {'fires' if case.fires else 'silent'}",
+                        "interval": "1m",
+                        "input_series": [{"series": s, "values": v} for s, v in case.series],
+                        "alert_rule_test": [{"eval_time": case.eval_time, "alertname": a.name, "exp_alerts": expected}],
+                    }
+                )
+    return {"rule_files": [rule_path], "evaluation_interval": "1m", "tests": tests}

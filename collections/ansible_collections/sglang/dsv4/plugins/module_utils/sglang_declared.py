@@ -1,0 +1,144 @@
+"""The declared layer: build each server's envelope from inventory variables.
+
+Inventory shape (group_vars):
+  sglang_model:          {name, path, served_name, params_b, quantization}
+  sglang_gpu_memory_gib: per-GPU memory of the engine hosts
+  sglang_engine_common:  envelope keys shared by prefill and decode
+  sglang_prefill / sglang_decode: the role's envelope keys plus gpu_ids (host_vars may override whole dicts)
+  sglang_router:         router envelope keys
+Groups: sglang_prefill, sglang_decode (children of sglang_engine) and sglang_router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
+
+GROUPS = {"prefill": "sglang_prefill", "decode": "sglang_decode", "router": "sglang_router"}
+
+
+def engine_envelope(role: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared envelope of one engine on one host: common keys, then the role's, then derived keys."""
+    if role not in ENGINE_ROLES:
+        raise EnvelopeError(f"role={role!r} is not an engine role ({', '.join(ENGINE_ROLES)})")
+    common = hostvars.get("sglang_engine_common") or {}
+    own = hostvars.get(f"sglang_{role}") or {}
+    where_common, where_role = "sglang_engine_common", f"sglang_{role}"
+    merged = {**normalize(role, dict(common), where_common), **normalize(role, dict(own), where_role)}
+    model = hostvars.get("sglang_model") or {}
+    merged.setdefault("model_path", model.get("path"))
+    merged.setdefault("served_model_name", model.get("served_name"))
+    merged["disaggregation_mode"] = role
+    gpu_ids = merged.get("gpu_ids")
+    if gpu_ids:
+        merged.setdefault("base_gpu_id", min(int(g) for g in gpu_ids))
+    merged.pop("enabled", None)
+    if role == "decode":
+        merged.pop("disaggregation_bootstrap_port", None)
+    return merged
+
+
+def model_inputs(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The capacity model's inputs for an engine host (the `model` sglang_drift.judge takes): the model's config.json
+    and what the inventory declares of the GPUs and the weights."""
+    model = hostvars.get("sglang_model") or {}
+    return {
+        "config": model_config,
+        "gpu_memory_gib": hostvars.get("sglang_gpu_memory_gib") or 0,
+        "params_b": model.get("params_b"),
+        "quantization": model.get("quantization"),
+    }
+
+
+def declared_in(role: str, hostvars: Mapping[str, Any], key: str) -> str:
+    """The variable a key of an engine envelope comes from: the role's own dict, else the shared one."""
+    if key in (hostvars.get(f"sglang_{role}") or {}) or key not in (hostvars.get("sglang_engine_common") or {}):
+        return f"sglang_{role}"
+    return "sglang_engine_common"
+
+
+def declared_var(role: str, hostvars: Mapping[str, Any], key: str) -> str:
+    """The declared variable behind an engine envelope key, for messages: the dict that declares it, else the
+    variable it is derived from (sglang_model.path for model_path, gpu_ids for base_gpu_id, ...), else the
+    role's dict (where an unset key would be declared)."""
+    own = hostvars.get(f"sglang_{role}") or {}
+    common = hostvars.get("sglang_engine_common") or {}
+    if key in own or key in common:
+        return f"{declared_in(role, hostvars, key)}.{key}"
+    derived = {
+        "model_path": "sglang_model.path",
+        "served_model_name": "sglang_model.served_name",
+        "base_gpu_id": f"{declared_in(role, hostvars, 'gpu_ids')}.gpu_ids",
+        "disaggregation_mode": f"the inventory group {GROUPS.get(role, role)}",
+        "api_key": "sglang_api_key",
+    }
+    return derived.get(key, f"sglang_{role}.{key}")
+
+
+def router_envelope(hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared router envelope (worker lists are derived separately, from the inventory groups)."""
+    return normalize("router", dict(hostvars.get("sglang_router") or {}), "sglang_router")
+
+
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def local_address(listen: Any) -> str:
+    """The address a process on the same host uses for a server bound to `listen`: loopback for a wildcard."""
+    return "127.0.0.1" if str(listen or "0.0.0.0") in WILDCARDS else str(listen)
+
+
+def http_url(address: Any, port: Any) -> str:
+    """`http://address:port`, an IPv6 address in brackets (RFC 3986)."""
+    text = str(address)
+    return f"http://[{text}]:{port}" if ":" in text and not text.startswith("[") else f"http://{text}:{port}"
+
+
+def local_url(listen: Any, port: Any) -> str:
+    """The URL a process on the same host reaches a server bound to `listen` and `port` at."""
+    return http_url(local_address(listen), port)
+
+
+def engine_url(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
+    """How the router and the audit reach an engine: sglang_advertise_host, else the inventory host name."""
+    return http_url(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host, envelope["port"])
+
+
+def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> dict[str, Any]:
+    """Prefill (url, bootstrap port) and decode urls of every engine in the inventory."""
+    prefill = []
+    for host in groups.get(GROUPS["prefill"], []):
+        env = engine_envelope("prefill", all_hostvars[host])
+        prefill.append(
+            {
+                "host": host,
+                "url": engine_url(host, all_hostvars[host], env),
+                "bootstrap_port": env.get("disaggregation_bootstrap_port", 8998),
+            }
+        )
+    decode = []
+    for host in groups.get(GROUPS["decode"], []):
+        env = engine_envelope("decode", all_hostvars[host])
+        decode.append({"host": host, "url": engine_url(host, all_hostvars[host], env)})
+    return {"prefill": prefill, "decode": decode}
+
+
+def router_worker_specs(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The same workers as smg's worker API registers them (`POST /workers` bodies)."""
+    specs: list[dict[str, Any]] = [
+        {"url": w["url"], "worker_type": "prefill", "bootstrap_port": w["bootstrap_port"]}
+        for w in worker_map["prefill"]
+    ]
+    return specs + [{"url": w["url"], "worker_type": "decode"} for w in worker_map["decode"]]
+
+
+def router_argv_workers(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """`--prefill URL PORT ... --decode URL ...` for smg's PD mode."""
+    argv: list[str] = []
+    for w in worker_map["prefill"]:
+        argv += ["--prefill", w["url"], str(w["bootstrap_port"])]
+    for w in worker_map["decode"]:
+        argv += ["--decode", w["url"]]
+    return argv

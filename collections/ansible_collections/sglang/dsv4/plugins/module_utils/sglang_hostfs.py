@@ -1,0 +1,43 @@
+"""A file's identity on a host, as the deploy and the audit both compare it: SHA-1 (Ansible's checksum), owner and
+group names (the id where the host has no name for it), and the mode as 4 octal digits. Stdlib only: it runs in the
+modules, the drift exporter and the verify snapshot."""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import stat
+from typing import Any
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def ownership(st: os.stat_result) -> dict[str, str]:
+    """{owner, group, mode} of a stat result."""
+    return {"owner": user_name(st.st_uid), "group": group_name(st.st_gid), "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
+
+
+def sha1(path: Any) -> str | None:
+    """The file's SHA-1 read in blocks (Ansible's checksum), None where it does not exist."""
+    digest = hashlib.sha1()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return digest.hexdigest()

@@ -1,0 +1,72 @@
+"""The server layout, declared once: per server role its systemd unit, serve script, environment file and unit file
+with the owner, group and mode of each, the local facts file, the addresses it listens on, and the URLs a process on
+the same host reaches it and its health check at.
+
+The directories, the facts files and the file modes are inputs (`places`: the sglang_defaults role declares them,
+the deploy, the audit, monitoring and verify read them from there); the file and unit names, the listeners' defaults
+and the health paths are the layout's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .sglang_argspec import table_for
+from .sglang_declared import WILDCARDS, local_url
+
+UNIT_NAMES = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "router": "sglang-dsv4-router"}
+HEALTH_PATHS = {"prefill": "/health", "decode": "/health", "router": "/readiness"}
+FILES = ("script", "env_file", "unit")
+
+
+def file_names(role: str, places: Mapping[str, Any]) -> dict[str, str]:
+    """Path of each rendered file of a server (script, env_file, unit)."""
+    return {
+        "script": f"{places['bin_dir']}/serve_dsv4_{role}.sh",
+        "env_file": f"{places['env_dir']}/dsv4-{role}.env",
+        "unit": f"{places['unit_dir']}/{UNIT_NAMES[role]}.service",
+    }
+
+
+def _default(role: str, key: str) -> Any:
+    return table_for(role)[key].default
+
+
+def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(address, port) of every socket the server listens on; "*" for a wildcard address. Unset keys take the
+    parser's default (SGLang binds 127.0.0.1, smg 0.0.0.0 and its metrics on their own port)."""
+
+    def value(key: str) -> Any:
+        given = envelope.get(key)
+        return _default(role, key) if given is None else given
+
+    def address(key: str) -> str:
+        return "*" if str(value(key) or "") in WILDCARDS else str(value(key))
+
+    out = [(address("host"), int(value("port")))]
+    if role == "prefill":
+        out.append((address("host"), int(value("disaggregation_bootstrap_port"))))
+    if role == "router":
+        out.append((address("prometheus_host"), int(value("prometheus_port"))))
+    return out
+
+
+def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything the deploy writes for one server and where it answers. `places`: bin_dir, env_dir, unit_dir,
+    facts_file, release_fact_file and file_modes ({script, env_file, unit: {owner, group, mode}})."""
+    names = file_names(role, places)
+    url = local_url(envelope.get("host"), envelope.get("port") or _default(role, "port"))
+    return {
+        "role": role,
+        "unit": UNIT_NAMES[role],
+        "script": names["script"],
+        "env_file": names["env_file"],
+        "unit_file": names["unit"],
+        "facts_file": places["facts_file"],
+        "release_fact_file": places["release_fact_file"],
+        "files": {name: {"path": names[name], **dict(places["file_modes"][name])} for name in FILES},
+        "listeners": [list(x) for x in listeners(role, envelope)],
+        "url": url,
+        "health_url": url + HEALTH_PATHS[role],
+    }

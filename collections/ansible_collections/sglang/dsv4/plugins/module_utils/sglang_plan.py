@@ -1,0 +1,479 @@
+"""The capacity planner: does a workload shape (N parallel calls of T tokens each) fit the declared fleet, and
+which envelope changes make it fit.
+
+Every figure comes from the capacity model (plugins/module_utils/sglang_capacity.py, held to SGLang 0.5.23's own sizing
+by tests/component/conformance) and every option is checked by the fleet validation
+(plugins/module_utils/sglang_validate.py): the planner only varies the declaration and asks them.
+
+Levers, as an operator would pull them:
+- more decode hosts (copies of a declared decode host's envelope);
+- mem_fraction_static on decode, up to what SGLang would choose by itself on that GPU (never beyond);
+- fp8 index keys (more KV tokens, at the cost of long-context recall);
+- a lower context_length, so that the fleet guarantees N parallel calls at its full per-call context;
+- and, always, max_running_requests and the router's max_concurrent_requests raised to admit N.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sglang_capacity import (
+    EngineLimits,
+    activation_tokens,
+    concurrency_table,
+    default_mem_fraction,
+    requests_that_fit,
+)
+from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+from .sglang_schema import parse_size
+from .sglang_validate import check_fleet, engine_limits
+
+MAX_EXTRA_DECODE_HOSTS = 16
+RECALL_COST = "fp8 index keys lose long-context recall (needles beyond about 2,000 tokens are missed)"
+
+
+class PlanError(ValueError):
+    """A shape or inventory the planner cannot work with; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    calls: int
+    tokens: int
+
+    def __str__(self) -> str:
+        return f"{self.calls} parallel calls x {self.tokens:,} tokens"
+
+
+def parse_shape(text: str) -> Shape:
+    """`100x200k`: N parallel calls of T tokens each (prompt + output); T as SGLang reads ints (200k = 200,000)."""
+    match = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\S+)\s*", text)
+    if not match:
+        raise PlanError(f"--want {text!r}: expected CALLSxTOKENS, e.g. 100x200k (100 calls of 200,000 tokens)")
+    try:
+        tokens = parse_size(match.group(2))
+    except ValueError as exc:
+        raise PlanError(f"--want {text!r}: {exc}") from None
+    calls = int(match.group(1))
+    if calls <= 0 or tokens <= 0:
+        raise PlanError(f"--want {text!r}: calls and tokens must be > 0")
+    return Shape(calls, tokens)
+
+
+@dataclass
+class Fleet:
+    """A declared fleet: host variables and inventory groups, as the validation and the deploy read them."""
+
+    hostvars: dict[str, dict[str, Any]]
+    groups: dict[str, list[str]]
+
+    def hosts(self, role: str) -> list[str]:
+        return list(self.groups.get(GROUPS[role], []))
+
+    def copy(self) -> Fleet:
+        return Fleet(copy.deepcopy(self.hostvars), copy.deepcopy(self.groups))
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How many calls of `tokens` the fleet runs at once, and the limit that binds first."""
+
+    tokens: int
+    parallel: int
+    binding: str
+    decode_engines: int
+    decode_pool_tokens: int
+    decode_running: int
+    context_length: int
+    router_cap: int | None
+    per_engine: tuple[int, ...] = ()
+
+
+def _limits(fleet: Fleet, role: str, model_config: Mapping[str, Any]) -> list[tuple[str, EngineLimits]]:
+    out = []
+    for host in fleet.hosts(role):
+        hv = fleet.hostvars[host]
+        out.append((host, engine_limits(model_config, engine_envelope(role, hv), hv)))
+    return out
+
+
+def fleet_fit(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> Fit:
+    """Calls of `tokens` the fleet runs at once: each decode engine's concurrency row (pool, running requests),
+    summed, then the router's admission, the per-call context and the prefill pools."""
+    decode = _limits(fleet, "decode", model_config)
+    prefill = _limits(fleet, "prefill", model_config)
+    if not decode:
+        raise PlanError("the inventory has no host in group sglang_decode; fix: declare the decode engines")
+    routers = [router_envelope(fleet.hostvars[h]) for h in fleet.hosts("router")]
+    caps = [int(c) for r in routers if (c := r.get("max_concurrent_requests")) is not None]
+    router_cap = sum(caps) if routers and len(caps) == len(routers) and all(c > 0 for c in caps) else None
+    rows = [concurrency_table(limits, [tokens])[0] for _host, limits in decode]
+    per_engine = tuple(row.concurrent for row in rows)
+    context = min(limits.context_len for _host, limits in decode + prefill)
+    decode_bound = "decode KV pools" if any(r.binding == "kv_pool" for r in rows) else "decode max_running_requests"
+    bounds = {decode_bound: sum(per_engine)}
+    if router_cap is not None:
+        bounds["router max_concurrent_requests"] = router_cap
+    if tokens > context:
+        bounds["per-call context_length"] = 0
+    if prefill and all(
+        requests_that_fit(lim.max_total_num_tokens, tokens, lim.page_size) < 1 for _host, lim in prefill
+    ):
+        bounds["prefill KV pools"] = 0
+    binding = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
+    return Fit(
+        tokens=tokens,
+        parallel=bounds[binding],
+        binding=binding,
+        decode_engines=len(decode),
+        decode_pool_tokens=sum(lim.max_total_num_tokens for _host, lim in decode),
+        decode_running=sum(lim.max_running_requests for _host, lim in decode),
+        context_length=context,
+        router_cap=router_cap,
+        per_engine=per_engine,
+    )
+
+
+# ---------------------------------------------------------------- envelope diffs
+
+
+@dataclass
+class Option:
+    title: str
+    changes: list[tuple[str, Any, Any]] = field(default_factory=list)  # (variable, before, after)
+    added_hosts: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    fleet: Fleet | None = None
+    after: Fit | None = None
+    exact: bool = True  # serves the shape as asked (False: at a lower per-call context)
+    rank: tuple[Any, ...] = ()
+    refused: list[str] = field(default_factory=list)  # the validation's problems with this change
+
+    def changed_fleet(self) -> Fleet:
+        """The fleet with this option's changes; every option the planner builds has one."""
+        if self.fleet is None:
+            raise PlanError(f"option {self.title!r} has no changed fleet")
+        return self.fleet
+
+    def tokens(self, shape: Shape) -> int:
+        """Tokens per call this option serves: the shape's, or the lowered context_length."""
+        lowered = [after for var, _before, after in self.changes if var.endswith(".context_length")]
+        return int(lowered[0]) if lowered else shape.tokens
+
+    def diff_lines(self) -> list[str]:
+        lines = [f"inventory: add host {h} to group sglang_decode" for h in self.added_hosts]
+        lines += [f"{var}: {before} -> {after}" for var, before, after in self.changes]
+        return lines
+
+
+def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
+    """Set `key` of every `role` server, where the declaration keeps it (the role's dict or the shared one)."""
+    seen: set[str] = set()
+    for host in fleet.hosts(role):
+        hv = fleet.hostvars[host]
+        if role == "router":
+            where, before = "sglang_router", (hv.get("sglang_router") or {}).get(key)
+        else:
+            where = declared_in(role, hv, key)
+            before = engine_envelope(role, hv).get(key)
+        hv[where] = {**(hv.get(where) or {}), key: value}
+        if where not in seen and before != value:
+            option.changes.append((f"{where}.{key}", before, value))
+            seen.add(where)
+
+
+def _add_decode_hosts(fleet: Fleet, option: Option, count: int) -> None:
+    template = fleet.hosts("decode")[0]
+    for i in range(1, count + 1):
+        name = f"{template}-decode{len(fleet.hosts('decode')) + 1}"
+        hv = copy.deepcopy(fleet.hostvars[template])
+        hv["inventory_hostname"] = name
+        fleet.hostvars[name] = hv
+        fleet.groups.setdefault(GROUPS["decode"], []).append(name)
+        option.added_hosts.append(f"{name} (a copy of {template}'s decode engine, {i} of {count})")
+
+
+def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls: int) -> None:
+    """Raise decode max_running_requests and the router cap so that `calls` are admitted, where they are lower."""
+    engines = len(fleet.hosts("decode"))
+    need = math.ceil(calls / engines)
+    declared = [engine_envelope("decode", fleet.hostvars[h]).get("max_running_requests") for h in fleet.hosts("decode")]
+    if any(d is not None and int(d) < need for d in declared):
+        _set(fleet, option, "decode", "max_running_requests", need)
+    running = sum(lim.max_running_requests for _host, lim in _limits(fleet, "decode", model_config))
+    for host in fleet.hosts("router"):
+        cap = router_envelope(fleet.hostvars[host]).get("max_concurrent_requests")
+        if cap is not None and 0 < int(cap) < calls:
+            _set(fleet, option, "router", "max_concurrent_requests", min(calls, running))
+            break
+
+
+def _safe_fraction(fleet: Fleet) -> float:
+    """What SGLang would pick for a decode engine of this fleet with --mem-fraction-static unset."""
+    host = fleet.hosts("decode")[0]
+    hv = fleet.hostvars[host]
+    env = engine_envelope("decode", hv)
+    activation = activation_tokens("decode", env.get("max_running_requests"), env.get("chunked_prefill_size"))
+    return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
+
+
+def _variant(
+    base: Fleet, model_config: Mapping[str, Any], shape: Shape, *, fp8: bool, fraction: float | None, extra: int
+) -> Option:
+    fleet = base.copy()
+    parts = []
+    option = Option("")
+    if extra:
+        _add_decode_hosts(fleet, option, extra)
+        parts.append(f"add {extra} decode host{'s' if extra > 1 else ''}")
+    if fraction is not None:
+        _set(fleet, option, "decode", "mem_fraction_static", fraction)
+        parts.append(f"decode mem_fraction_static {fraction} (SGLang's own choice on this GPU)")
+        gib = float(fleet.hostvars[fleet.hosts("decode")[0]]["sglang_gpu_memory_gib"])
+        option.caveats.append(
+            f"leaves {gib * (1 - fraction):.1f} GiB per GPU outside the static pool for activations and cuda graphs "
+            "(SGLang's own default reserve)"
+        )
+    if fp8:
+        _set(fleet, option, "decode", "bf16_index_k", False)
+        _set(fleet, option, "prefill", "bf16_index_k", False)
+        option.caveats.append(RECALL_COST)
+        parts.append("fp8 index keys")
+    _admit(fleet, option, model_config, shape.calls)
+    option.title = ", ".join(parts) or "admit more calls"
+    option.fleet = fleet
+    return option
+
+
+def _lower_context(
+    base: Fleet, model_config: Mapping[str, Any], shape: Shape, *, fp8: bool, fraction: float | None
+) -> Option | None:
+    """The largest per-call context (page aligned) at which the fleet, so changed, runs `shape.calls` at once."""
+    page = _limits(base, "decode", model_config)[0][1].page_size
+
+    def fits(tokens: int) -> tuple[bool, Option]:
+        option = _variant(base, model_config, Shape(shape.calls, tokens), fp8=fp8, fraction=fraction, extra=0)
+        changed = option.changed_fleet()
+        for role in ("prefill", "decode"):
+            _set(changed, option, role, "context_length", tokens)
+        return fleet_fit(changed, model_config, tokens).parallel >= shape.calls, option
+
+    low, high, best = 1, shape.tokens // page, None
+    while low <= high:
+        mid = (low + high) // 2
+        ok, option = fits(mid * page)
+        if ok:
+            best, low = option, mid + 1
+        else:
+            high = mid - 1
+    if best is None:
+        return None
+    tokens = best.tokens(shape)
+    best.title = f"context_length {tokens:,}" + (f", {best.title}" if best.title != "admit more calls" else "")
+    best.exact = False
+    best.caveats.append(f"calls longer than {tokens:,} tokens are refused (the shape asked for {shape.tokens:,})")
+    return best
+
+
+@dataclass
+class Plan:
+    shape: Shape
+    today: Fit
+    options: list[Option]
+    refused: list[str] = field(default_factory=list)  # options the validation refused, with the first reason
+
+    @property
+    def fits_today(self) -> bool:
+        return self.today.parallel >= self.shape.calls
+
+
+def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int = 6) -> Plan:
+    """Whether `shape` fits `fleet` today and, if not, ranked envelope changes that make it fit."""
+    today = fleet_fit(fleet, model_config, shape.tokens)
+    result = Plan(shape, today, [])
+    if result.fits_today:
+        return result
+    safe = _safe_fraction(fleet)
+    declared = [engine_envelope("decode", fleet.hostvars[h]).get("mem_fraction_static") for h in fleet.hosts("decode")]
+    fractions: list[float | None] = [None]
+    if all(d is not None and float(d) < safe for d in declared):
+        fractions.append(safe)
+    bf16 = any(engine_envelope("decode", fleet.hostvars[h]).get("bf16_index_k") for h in fleet.hosts("decode"))
+    candidates: list[Option] = []
+    for fp8 in (False, True) if bf16 else (False,):
+        for fraction in fractions:
+            for extra in range(MAX_EXTRA_DECODE_HOSTS + 1):
+                option = _variant(fleet, model_config, shape, fp8=fp8, fraction=fraction, extra=extra)
+                if fleet_fit(option.changed_fleet(), model_config, shape.tokens).parallel >= shape.calls:
+                    candidates.append(option)
+                    break
+            lowered = _lower_context(fleet, model_config, shape, fp8=fp8, fraction=fraction)
+            if lowered:
+                candidates.append(lowered)
+    for option in candidates:
+        changed = option.changed_fleet()
+        problems = check_fleet(changed.hostvars, changed.groups, model_config)
+        if problems:
+            result.refused.append(f"{option.title}: {problems[0]}")
+            continue
+        option.after = fleet_fit(changed, model_config, option.tokens(shape))
+        option.rank = (
+            not option.exact,
+            len(option.added_hosts),
+            bool(option.caveats and RECALL_COST in option.caveats),
+            -option.after.tokens,
+            len(option.changes),
+        )
+        result.options.append(option)
+    result.options = _undominated(sorted(result.options, key=lambda o: o.rank))[:most]
+    return result
+
+
+def change(
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    title: str,
+    settings: list[tuple[str, str, Any]],
+    *,
+    add_decode_hosts: int = 0,
+) -> Option:
+    """An envelope change as an option: `settings` are (role, key, value); the result carries the validation's
+    verdict in `refused` (empty when the changed fleet passes)."""
+    changed = fleet.copy()
+    option = Option(title)
+    if add_decode_hosts:
+        _add_decode_hosts(changed, option, add_decode_hosts)
+    for role, key, value in settings:
+        _set(changed, option, role, key, value)
+    option.fleet = changed
+    option.refused = check_fleet(changed.hostvars, changed.groups, model_config)
+    return option
+
+
+def _undominated(options: list[Option]) -> list[Option]:
+    """Drop an option that serves the shape as asked when a kept one does too with no more hosts and no recall
+    cost where it has none (compared lever by lever)."""
+    kept: list[Option] = []
+    for option in options:
+        hosts, recall = option.rank[1], option.rank[2]
+        if option.exact and any(k.exact and k.rank[1] <= hosts and k.rank[2] <= recall for k in kept):
+            continue
+        kept.append(option)
+    return kept
+
+
+# ---------------------------------------------------------------- text
+
+
+def describe_fit(fit: Fit) -> str:
+    router = f"{fit.router_cap}" if fit.router_cap is not None else "no cap"
+    return (
+        f"{fit.parallel} at once, bound by {fit.binding} (decode: {fit.decode_engines} engine(s), "
+        f"{fit.decode_pool_tokens:,} KV tokens, {fit.decode_running} running requests; router admits {router}; "
+        f"per-call context {fit.context_length:,})"
+    )
+
+
+def render(result: Plan, inventory: str) -> str:
+    shape, today = result.shape, result.today
+    lines = [f"want {shape} ({inventory})", f"today: {describe_fit(today)}"]
+    if result.fits_today:
+        lines.append(f"fits: {today.parallel} >= {shape.calls}; nothing to change")
+        return "\n".join(lines) + "\n"
+    lines.append(f"does not fit: {today.parallel} < {shape.calls}")
+    if not result.options:
+        lines.append("no option within the planner's levers fits; see the refused options below")
+    for number, option in enumerate(result.options, 1):
+        after = option.after
+        if after is None:
+            raise PlanError(f"option {option.title!r} was never sized")
+        scope = "as asked" if option.exact else f"at {after.tokens:,} tokens per call"
+        lines.append(f"option {number}: {option.title} ({scope})")
+        lines += [f"    {line}" for line in option.diff_lines()]
+        lines.append(
+            f"    before -> after: {today.parallel} -> {after.parallel} at once; decode KV tokens "
+            f"{today.decode_pool_tokens:,} -> {after.decode_pool_tokens:,}; decode running requests "
+            f"{today.decode_running} -> {after.decode_running}; router "
+            f"{today.router_cap} -> {after.router_cap}; per-call context {today.context_length:,} -> "
+            f"{after.context_length:,}"
+        )
+        lines += [f"    caveat: {c}" for c in option.caveats]
+    lines += [f"refused by validation: {r}" for r in result.refused]
+    return "\n".join(lines) + "\n"
+
+
+def fleet_from_inventory(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> Fleet:
+    return Fleet({h: dict(v) for h, v in hostvars.items()}, {g: list(h) for g, h in groups.items()})
+
+
+# ---------------------------------------------------------------- the rollout plan
+
+
+@dataclass(frozen=True)
+class Step:
+    host: str
+    role: str
+    parallel_left: int
+    binding_left: str
+
+
+def without(fleet: Fleet, host: str, role: str) -> Fleet:
+    out = fleet.copy()
+    group = f"sglang_{role}"
+    out.groups[group] = [h for h in out.groups.get(group, []) if h != host]
+    return out
+
+
+def rollout_plan(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> tuple[int, list[Step]]:
+    """Parallel calls of `tokens` the whole fleet carries, and per engine server (prefill hosts first, then decode,
+    in inventory order: the order of the serial rollout) what it carries while that server is out."""
+    whole = fleet_fit(fleet, model_config, tokens).parallel
+    steps = []
+    for role in ("prefill", "decode"):
+        for host in fleet.hosts(role):
+            rest = without(fleet, host, role)
+            if not rest.hosts(role):
+                steps.append(Step(host, role, 0, f"no {role} engine left"))
+                continue
+            try:
+                fit = fleet_fit(rest, model_config, tokens)
+            except PlanError as e:
+                steps.append(Step(host, role, 0, str(e)))
+                continue
+            steps.append(Step(host, role, fit.parallel, fit.binding))
+    return whole, steps
+
+
+def rollout_shortfalls(steps: list[Step], min_parallel: int, tokens: int) -> list[str]:
+    """The rollout steps that leave the fleet fewer than `min_parallel` parallel calls of `tokens` tokens, each
+    named with what binds and how to fix it (sglang_validate_rollout_min_parallel, 0: no minimum)."""
+    out = []
+    for step in steps:
+        if step.parallel_left >= min_parallel:
+            continue
+        left = "nothing (an outage)" if step.parallel_left == 0 else f"{step.parallel_left} parallel calls"
+        out.append(
+            f"{step.role} on {step.host}: while it restarts the rest of the fleet carries {left} of {tokens:,} "
+            f"tokens ({step.binding_left}), below sglang_validate_rollout_min_parallel={min_parallel}. Fix: add a "
+            f"{step.role} host or raise the limits of the others, or lower sglang_validate_rollout_min_parallel "
+            "(0 only reports the plan)"
+        )
+    return out
+
+
+def render_plan(whole: int, steps: list[Step], tokens: int, load: int | None = None) -> list[str]:
+    lines = [f"rollout plan (one server at a time): the fleet carries {whole} parallel calls of {tokens:,} tokens"]
+    for n, step in enumerate(steps, 1):
+        if step.parallel_left == 0:
+            what = f"outage: {step.binding_left}; new requests get 503 + Retry-After from the router until it is back"
+        else:
+            what = f"{step.parallel_left} parallel calls left (bound: {step.binding_left})"
+            if load is not None and step.parallel_left < load:
+                what += f", below the declared load of {load}"
+        lines.append(f"  {n}. {step.role} on {step.host}: {what}")
+    return lines

@@ -1,0 +1,506 @@
+"""The audit report: per server a table of limits x layers (declared, on disk, running, effective), the drift, and the
+capacity derived from the LIVE pool; rendered as text (console), Markdown, JSON and SVG charts.
+
+Input: one record per server and role, as the audit playbook collects it: what the host's readers returned and what
+the server is judged against (sglang_drift.judge runs here, on the controller):
+  {host, role, host_unreachable?: msg, failed?: msg, layers: <sglang_layers_info result>, live: <sglang_live_info
+   result>, declared: envelope, model?: capacity-model inputs, declared_files?: {name: {owner, group, mode}},
+   expected_workers?: <sglang_declared.workers() result> (router)}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .sglang_capacity import (
+    ConcurrencyRow,
+    EngineLimits,
+    concurrency_table,
+    default_context_lens,
+    request_lengths,
+    requests_that_fit,
+)
+from .sglang_chart import render_svg
+from .sglang_drift import judge
+from .sglang_plan import Fleet
+from .sglang_risks import EngineState, FleetState, risks, workload_of
+from .sglang_risks import render as render_risks
+
+LAYERS = ("declared", "on_disk", "running", "effective")
+TITLES = {"declared": "declared", "on_disk": "on disk", "running": "running", "effective": "effective"}
+MARK = {"drift": "*", "info": "~"}
+
+
+# ---------------------------------------------------------------- collecting
+
+
+@dataclass
+class Server:
+    host: str
+    role: str
+    status: str  # ok | drift | unreachable | error
+    endpoint: str | None = None
+    version: str | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    drift: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    live: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    live_facts: dict[str, Any] = field(default_factory=dict)
+    predicted: dict[str, Any] = field(default_factory=dict)
+    router: dict[str, Any] = field(default_factory=dict)
+    layers: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Any] = field(default_factory=dict)
+
+
+def _msg(result: Mapping[str, Any] | None) -> str:
+    result = result or {}
+    return str(result.get("msg") or result.get("reason") or "no result")
+
+
+def _index_k_note(sources: Mapping[str, str], notes: Mapping[str, str]) -> list[str]:
+    """Where the effective bf16_index_k came from: the engine's report, or the rule that inferred it."""
+    if "bf16_index_k" not in sources:
+        return []
+    return [f"effective bf16_index_k from {sources['bf16_index_k']}: {notes.get('bf16_index_k', '')}".rstrip(": ")]
+
+
+# What the report keeps of the layers module's result.
+LAYER_FIELDS = (
+    "running_source", "restart_pending", "edited_since_deploy", "unit", "files",
+    "in_progress", "backups", "release_switch",
+)  # fmt: skip
+
+
+def server_from_record(record: Mapping[str, Any]) -> Server:
+    """One server's report entry from what the playbook registered, judged against its declaration."""
+    host, role = str(record["host"]), str(record["role"])
+    layers = record.get("layers") or {}
+    live = record.get("live") or {}
+    if record.get("host_unreachable") or layers.get("unreachable") or live.get("unreachable"):
+        why = record.get("host_unreachable") or _msg(layers if layers.get("unreachable") else live)
+        return Server(host, role, "unreachable", errors=[f"{host}: host unreachable: {why}"])
+    failed = [r for r in (layers, live) if r.get("failed")]
+    if record.get("failed") or failed:
+        why = record.get("failed") or "; ".join(_msg(r) for r in failed)
+        return Server(host, role, "error", errors=[f"{host}: {role}: the audit task failed: {why}"])
+    verdict = judge(
+        role, record.get("declared") or {}, layers or None, live or None, record.get("model"),
+        declared_files=record.get("declared_files"), expected_workers=record.get("expected_workers"),
+    )  # fmt: skip
+    server = Server(
+        host,
+        role,
+        "ok",
+        endpoint=live.get("endpoint"),
+        version=live.get("version"),
+        rows=[asdict(r) for r in verdict.rows],
+        drift=[asdict(d) for d in verdict.drift],
+        errors=list(live.get("errors") or []) + list(layers.get("problems") or []),
+        warnings=list(live.get("warnings_seen") or []) + [f"{host}: {w}" for w in verdict.warnings],
+        notes=list(layers.get("notes") or []) + _index_k_note(verdict.sources, verdict.notes),
+        live=dict(verdict.effective or {}),
+        load=dict(live.get("load") or {}),
+        live_facts=dict(live.get("live_facts") or {}),
+        predicted=dict(verdict.predicted),
+        router=dict(live.get("router") or {}),
+        layers={k: layers.get(k) for k in LAYER_FIELDS},
+    )
+    if live.get("status") == "unreachable":
+        server.status = "unreachable"
+    elif server.errors:
+        server.status = "error"
+    elif any(d.get("severity") == "drift" for d in server.drift):
+        server.status = "drift"
+    return server
+
+
+# ---------------------------------------------------------------- capacity from the live pool
+
+
+def _live_limits(live: Mapping[str, Any], pool: int) -> EngineLimits:
+    """The live engine as EngineLimits (only pool, context, page and running requests are known)."""
+    context, page = int(live["context_length"]), int(live.get("page_size") or 1)
+    max_req_len, max_req_input_len = request_lengths(context, pool)
+    return EngineLimits(
+        resolved={}, context_len=context, max_total_num_tokens=pool, token_capacity_swa=None,
+        max_running_requests=int(live["max_running_requests"]), max_req_len=max_req_len,
+        max_req_input_len=max_req_input_len, page_size=page, bytes_per_token=0.0, fixed_bytes=0,
+        weights_bytes=0, kv_budget_bytes=0, memory_usage={},
+    )  # fmt: skip
+
+
+def _bf16_active(server: Server) -> bool | None:
+    for row in server.rows:
+        if row["key"] == "bf16_index_k":
+            values = row["values"]
+            for layer in ("effective", "running", "on_disk", "declared"):
+                if layer in values and values[layer] is not None:
+                    return bool(values[layer])
+    return None
+
+
+def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
+    """Concurrent full-length requests at the effective context, from the live pool; the bf16 index-key cost."""
+    live = server.live
+    if not all(isinstance(live.get(k), int) for k in ("context_length", "max_total_tokens", "max_running_requests")):
+        return {}
+    limits = _live_limits(live, int(live["max_total_tokens"]))
+    share = server.predicted.get("bf16_index_share")
+    bf16 = _bf16_active(server)
+    fp8 = None
+    out: dict[str, Any] = {
+        "context_length": limits.context_len,
+        "pool_tokens": limits.max_total_num_tokens,
+        "page_size": limits.page_size,
+        "max_running_requests": limits.max_running_requests,
+        "full_length_fit": requests_that_fit(limits.max_total_num_tokens, limits.context_len, limits.page_size),
+        "bf16_index_k": bf16,
+        "bf16_index_share": share,
+    }
+    out["full_length_at_once"] = min(out["full_length_fit"], limits.max_running_requests)
+    if bf16 and share:
+        fp8_pool = int(limits.max_total_num_tokens / (1 - float(share))) // limits.page_size * limits.page_size
+        fp8 = _live_limits(live, fp8_pool)
+        out["bf16_index_tokens"] = fp8_pool - limits.max_total_num_tokens
+    rows = concurrency_table(limits, default_context_lens(limits.context_len), router_cap, fp8)
+    out["table"] = [asdict(r) for r in rows]
+    out["_rows"] = rows
+    return out
+
+
+def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
+    """The binding limit on parallel calls: the router's admission vs the decode fleet's running capacity."""
+    routers = [s for s in servers if s.role == "router" and s.live]
+    decode = [s for s in servers if s.role == "decode" and s.capacity]
+    out: dict[str, Any] = {"routers": len(routers), "decode_engines": len(decode)}
+    if routers:
+        caps = [s.live.get("max_concurrent_requests") for s in routers]
+        out["router_max_concurrent_requests"] = None if None in caps else sum(int(c or 0) for c in caps)
+        out["router_queue_size"] = sum(int(s.live.get("queue_size") or 0) for s in routers)
+        out["router_queue_timeout_secs"] = max(int(s.live.get("queue_timeout_secs") or 0) for s in routers)
+    if decode:
+        out["decode_running"] = sum(s.capacity["max_running_requests"] for s in decode)
+        out["decode_full_length_at_once"] = sum(s.capacity["full_length_at_once"] for s in decode)
+        out["decode_full_length_fit"] = sum(s.capacity["full_length_fit"] for s in decode)
+        out["context_length"] = min(s.capacity["context_length"] for s in decode)
+        out["decode_pool_tokens"] = sum(s.capacity["pool_tokens"] for s in decode)
+    bounds = {}
+    if out.get("router_max_concurrent_requests") is not None:
+        bounds["router max_concurrent_requests"] = out["router_max_concurrent_requests"]
+    if "decode_running" in out:
+        bounds["decode fleet max_running_requests"] = out["decode_running"]
+    if bounds:
+        low = min(bounds.values())
+        out["parallel_calls"], out["binding"] = low, " = ".join(k for k, v in bounds.items() if v == low)
+    if "decode_full_length_at_once" in out:
+        # The KV pools bound only by what they hold; the running slots are their own bound above.
+        full = dict(bounds, **{"decode KV pools at full context": out["decode_full_length_fit"]})
+        low = min(full.values())
+        out["parallel_calls_full_context"] = low
+        out["binding_full_context"] = " = ".join(k for k, v in full.items() if v == low)
+    return out
+
+
+# ---------------------------------------------------------------- building the report
+
+
+@dataclass
+class Report:
+    servers: list[Server]
+    fleet: dict[str, Any]
+    fail_on_drift: bool = True
+    risks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        counts = {s: sum(1 for x in self.servers if x.status == s) for s in ("ok", "drift", "unreachable", "error")}
+        drift_items = sum(1 for s in self.servers for d in s.drift if d.get("severity") == "drift")
+        failed = bool(counts["unreachable"] or counts["error"] or (self.fail_on_drift and counts["drift"]))
+        return {"servers": len(self.servers), **counts, "drift_items": drift_items, "failed": failed}
+
+    def as_dict(self) -> dict[str, Any]:
+        servers = []
+        for s in self.servers:
+            entry = asdict(s)
+            entry["capacity"] = {k: v for k, v in s.capacity.items() if not k.startswith("_")}
+            servers.append(entry)
+        return {"summary": self.summary, "fleet": self.fleet, "servers": servers, "risks": self.risks}
+
+
+def live_state(servers: Sequence[Server], declared: Fleet | None) -> FleetState:
+    """The fleet as it runs: each engine's effective values over its declared ones, and its live KV pool."""
+    hostvars = declared.hostvars if declared else {}
+    engines, routers, dsv4 = [], [], True
+    for server in servers:
+        live = server.live
+        if server.role == "router":
+            if live:
+                routers.append(dict(live))
+            continue
+        if not all(
+            isinstance(live.get(k), int) for k in ("context_length", "max_total_tokens", "max_running_requests")
+        ):
+            continue
+        envelope = {r["key"]: r["values"].get("declared") for r in server.rows}
+        envelope.update({k: v for k, v in live.items() if v is not None})
+        dsv4 = dsv4 and bool(server.predicted.get("dsv4", True))
+        gib = float((hostvars.get(server.host) or {}).get("sglang_gpu_memory_gib") or 0)
+        pool, running, context = live["max_total_tokens"], live["max_running_requests"], live["context_length"]
+        page = int(live.get("page_size") or 1)
+        engines.append(EngineState(server.host, server.role, envelope, pool, running, context, page, gib))
+    return FleetState(engines, routers, workload_of(hostvars), dsv4, "live")
+
+
+def build(
+    records: Sequence[Mapping[str, Any]],
+    fail_on_drift: bool = True,
+    declared: Fleet | None = None,
+    model_config: Mapping[str, Any] | None = None,
+) -> Report:
+    order = {"prefill": 0, "decode": 1, "router": 2}
+    servers = sorted((server_from_record(r) for r in records), key=lambda s: (order.get(s.role, 9), s.host))
+    routers = [s for s in servers if s.role == "router" and s.live.get("max_concurrent_requests") is not None]
+    router_cap = sum(int(s.live["max_concurrent_requests"]) for s in routers) or None
+    for server in servers:
+        if server.role != "router" and server.status != "unreachable":
+            server.capacity = engine_capacity(server, router_cap)
+    findings = risks(live_state(servers, declared), declared, model_config)
+    return Report(servers, fleet_capacity(servers), fail_on_drift, [f.as_dict() for f in findings])
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return (
+            ",".join(str(v) for v in value)
+            if len(value) <= 4
+            else f"{value[0]},{value[1]},…,{value[-1]} ({len(value)})"
+        )
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def shown_rows(server: Server) -> list[dict[str, Any]]:
+    """The limit rows, then every other row that drifts."""
+    return [r for r in server.rows if r.get("limit") or r.get("marks")]
+
+
+def cell(row: Mapping[str, Any], layer: str) -> str:
+    values, marks = row["values"], row.get("marks") or {}
+    text = fmt(values[layer]) if layer in values else "n/a"
+    return f"{text} {MARK[marks[layer]]}" if layer in marks else text
+
+
+def _heading(server: Server) -> str:
+    if server.version:
+        version = f"sglang {server.version}"
+    else:
+        version = "smg" if server.role == "router" else "version unknown"
+    where = f", {server.endpoint}" if server.endpoint else ""
+    return f"{server.host} {server.role} ({version}{where}): {server.status.upper()}"
+
+
+def _pct(value: Any) -> str:
+    return f"{float(value) * 100:.1f}%" if value is not None else "?"
+
+
+def capacity_lines(server: Server) -> list[str]:
+    cap = server.capacity
+    if not cap:
+        return []
+    lines = [
+        f"live KV pool {cap['pool_tokens']} tokens, effective context {cap['context_length']}: "
+        f"{cap['full_length_fit']} full-length requests fit; with max_running_requests {cap['max_running_requests']}, "
+        f"{cap['full_length_at_once']} run at once",
+    ]
+    share = cap.get("bf16_index_share")
+    if cap.get("bf16_index_k") and share:
+        lines.append(
+            f"bf16 index keys cost {_pct(share)} of the KV pool: {cap.get('bf16_index_tokens')} tokens "
+            "(fp8 index keys would hold that many more)"
+        )
+    elif share:
+        lines.append(f"fp8 index keys; bf16 index keys would cost {_pct(share)} of the KV pool")
+    return lines
+
+
+def fleet_lines(fleet: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "parallel_calls" in fleet:
+        lines.append(f"parallel calls: {fleet['parallel_calls']}, bound by {fleet['binding']}")
+    if "parallel_calls_full_context" in fleet:
+        lines.append(
+            f"parallel calls at the full context of {fleet['context_length']} tokens: "
+            f"{fleet['parallel_calls_full_context']}, bound by {fleet['binding_full_context']}"
+        )
+    if "router_max_concurrent_requests" in fleet:
+        mcr = fleet["router_max_concurrent_requests"]
+        lines.append(
+            f"router: {fmt(mcr) if mcr is not None else 'no cap'} in flight, then {fleet['router_queue_size']} queued "
+            f"for up to {fleet['router_queue_timeout_secs']} s, then 429"
+        )
+    if "decode_pool_tokens" in fleet:
+        lines.append(
+            f"per-call context: {fleet['context_length']} tokens; total context (decode KV pools): "
+            f"{fleet['decode_pool_tokens']} tokens"
+        )
+    if "decode_running" in fleet:
+        lines.append(
+            f"decode fleet ({fleet['decode_engines']} engines): runs {fleet['decode_running']} requests at once; "
+            f"{fleet['decode_full_length_at_once']} at the full context of {fleet['context_length']} tokens"
+        )
+    return lines
+
+
+def _server_extra(server: Server) -> list[str]:
+    lines = []
+    for d in server.drift:
+        mark = "drift" if d.get("severity") == "drift" else "info"
+        layers = ",".join(d.get("layers") or [])
+        lines.append(f"{mark}: {d['key']} from {d['layer']} [{layers}]: {d.get('explanation') or ''}".rstrip(": "))
+    for e in server.errors:
+        lines.append(f"error: {e}")
+    lines += [f"note: {n}" for n in server.notes]
+    if server.load:
+        load = server.load
+        usage = _pct(load.get("token_usage"))
+        lines.append(f"load: {load.get('running')} running, {load.get('queued')} queued, token usage {usage}")
+    if server.router:
+        r = server.router
+        ready = "ready" if r.get("ready") else "NOT ready"
+        lines.append(f"router: {ready}, {r.get('healthy_workers')}/{r.get('total_workers')} workers healthy")
+    if server.layers.get("restart_pending"):
+        lines.append("restart pending: files changed after the process started")
+    if server.layers.get("edited_since_deploy"):
+        by = "the interrupted deploy" if server.layers.get("in_progress") else "the last deploy"
+        lines.append(f"edited since {by}: {', '.join(server.layers['edited_since_deploy'])}")
+    if server.layers.get("running_source") == "files":
+        lines.append("running values: from the files (the process rewrites its title; files unchanged since start)")
+    return lines + capacity_lines(server)
+
+
+def render_text(report: Report) -> str:
+    out: list[str] = []
+    for server in report.servers:
+        out.append(_heading(server))
+        rows = shown_rows(server)
+        if rows:
+            table = [["key", *(TITLES[layer] for layer in LAYERS)]]
+            table += [[r["key"], *(cell(r, layer) for layer in LAYERS)] for r in rows]
+            widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+            out += ["  " + "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+        out += [f"  {line}" for line in _server_extra(server)]
+        out.append("")
+    out.append("fleet:")
+    out += [f"  {line}" for line in fleet_lines(report.fleet)]
+    out.append(f"risks (from the live values): {len(report.risks) or 'none found'}")
+    out += [f"  {line}" for line in render_risks(report.risks)]
+    s = report.summary
+    out.append(
+        f"summary: {s['servers']} servers, {s['ok']} ok, {s['drift']} drifting ({s['drift_items']} items), "
+        f"{s['unreachable']} unreachable, {s['error']} with errors"
+    )
+    out.append("legend: * drift, ~ information, - unset, n/a not reported")
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:
+    charts = charts or {}
+    s = report.summary
+    out = [
+        "# SGLang limits audit",
+        "",
+        f"{s['servers']} servers: {s['ok']} ok, {s['drift']} drifting ({s['drift_items']} items), "
+        f"{s['unreachable']} unreachable, {s['error']} with errors.",
+        "",
+        "## Fleet",
+        "",
+        *[f"- {line}" for line in fleet_lines(report.fleet)],
+        "",
+        "## Risks (from the live values)",
+        "",
+        *([f"    {line}" for line in render_risks(report.risks)] or ["None found."]),
+        "",
+    ]
+    for server in report.servers:
+        out += [f"## {_heading(server)}", ""]
+        rows = shown_rows(server)
+        if rows:
+            out.append("| key | " + " | ".join(TITLES[layer] for layer in LAYERS) + " |")
+            out.append("|---" * (len(LAYERS) + 1) + "|")
+            for r in rows:
+                cells = []
+                for layer in LAYERS:
+                    text = _md(fmt(r["values"][layer]) if layer in r["values"] else "n/a")
+                    mark = (r.get("marks") or {}).get(layer)
+                    cells.append(f"**{text}** ({mark})" if mark else text)
+                out.append(f"| {r['key']} | " + " | ".join(cells) + " |")
+            out.append("")
+        out += [f"- {_md(line)}" for line in _server_extra(server)]
+        cap = server.capacity
+        if cap.get("table"):
+            out += ["", "| context | fit in pool | at once | binding | fp8-index fit |", "|---|---|---|---|---|"]
+            for row in cap["table"]:
+                out.append(
+                    f"| {row['context_len']} | {row['fit_in_pool']} | {row['concurrent']} | {row['binding']} "
+                    f"| {fmt(row['fit_fp8_index'])} |"
+                )
+        key = chart_name(server)
+        if key in charts:
+            out += ["", f"![capacity of {server.host} {server.role}]({charts[key]})"]
+        out.append("")
+    out.append("Legend: (drift) leaves the declaration, (info) information only, - unset, n/a not reported.")
+    return "\n".join(out) + "\n"
+
+
+def chart_name(server: Server) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{server.host}-{server.role}") + ".svg"
+
+
+def render_charts(report: Report) -> dict[str, str]:
+    """SVG per engine with a live capacity table: {file name: svg}."""
+    router_cap = report.fleet.get("router_max_concurrent_requests")
+    out = {}
+    for server in report.servers:
+        rows: list[ConcurrencyRow] = server.capacity.get("_rows") or []
+        if rows:
+            title = f"{server.host} {server.role}: concurrent full-length requests (live pool)"
+            out[chart_name(server)] = render_svg(
+                rows, server.capacity["context_length"], server.capacity["max_running_requests"], router_cap, title
+            )
+    return out
+
+
+def write(report: Report, directory: str | Path) -> dict[str, str]:
+    """Write audit.json, audit.md, audit.txt and the charts into `directory`; return {kind: path}."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    charts = render_charts(report)
+    paths = {"json": folder / "audit.json", "markdown": folder / "audit.md", "text": folder / "audit.txt"}
+    paths["json"].write_text(json.dumps(report.as_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    paths["markdown"].write_text(render_markdown(report, {k: k for k in charts}))
+    paths["text"].write_text(render_text(report))
+    out = {k: str(v) for k, v in paths.items()}
+    for name, svg in charts.items():
+        (folder / name).write_text(svg)
+        out[f"chart:{name}"] = str(folder / name)
+    return out

@@ -1,0 +1,163 @@
+#!/usr/bin/python
+"""Ansible module: render the limits audit (table, Markdown, JSON, SVG charts) on the controller."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_audit_report
+short_description: Render the SGLang limits audit as a console table, Markdown, JSON and SVG charts
+description:
+  - Takes one record per server and role (the results of M(sglang.dsv4.sglang_layers_info) and
+    M(sglang.dsv4.sglang_live_info) with what the server is declared to be, or the reason the host could not be read),
+    judges each on the controller (plugins/module_utils/sglang_drift.py C(judge), the same judge the verify suite and
+    the drift exporter use) and renders, per server, a table of every limit against the four layers (declared, on disk,
+    running, effective) with the drifting cells marked, the drift with its explanations, the current load, and the
+    capacity derived from the live KV pool (concurrent full-length requests at the effective context length, the share
+    of the pool that bf16 index keys cost).
+  - Across the fleet it names the binding limit on parallel calls (the router's C(max_concurrent_requests) against what
+    the decode engines run at once) and what happens beyond it (router queue, then HTTP 429).
+  - Writes C(audit.json), C(audit.md), C(audit.txt) and one SVG chart per engine into O(directory). Meant to run on the
+    controller (C(localhost)); it writes only there, also in check mode, and reports no change.
+  - Does not fail on drift; RV(summary.failed) tells the playbook whether to.
+version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - sglang.dsv4.sglang
+attributes:
+  check_mode:
+    details: The report files are written in check mode too; nothing else is touched.
+options:
+  records:
+    description:
+      - One dict per server and role with keys C(host), C(role), C(layers) (registered M(sglang.dsv4.sglang_layers_info)
+        result), C(live) (registered M(sglang.dsv4.sglang_live_info) result), C(declared) (the server's declared
+        envelope, secrets as C(<set>)), and optionally C(model) (the capacity model's inputs, filter
+        C(sglang_model_inputs)), C(declared_files) (owner, group and mode the roles declare for the script, the
+        environment file and the unit), C(expected_workers) (the router's workers, filter C(sglang_workers)),
+        C(host_unreachable) or C(failed) (a message).
+    type: list
+    elements: dict
+    required: true
+  directory:
+    description: Folder to write the report into; created if missing.
+    type: path
+    required: true
+  fail_on_drift:
+    description: Whether drift sets RV(summary.failed). Unreachable hosts and errors always do.
+    type: bool
+    default: true
+  fleet:
+    description:
+      - The declared fleet, C(hostvars) (the C(sglang_*) variables of each host, secrets left out) and C(groups), so
+        that each risk found in the live values comes with fixes as envelope diffs that the fleet validation passed.
+      - Without it the risks are reported without fixes.
+    type: dict
+  model_config:
+    description: The served model's C(config.json), for the capacity model behind the fixes.
+    type: dict
+seealso:
+  - module: sglang.dsv4.sglang_live_info
+  - module: sglang.dsv4.sglang_layers_info
+"""
+
+EXAMPLES = r"""
+- name: Write the audit report
+  sglang.dsv4.sglang_audit_report:
+    records: "{{ audit_records }}"
+    directory: "{{ playbook_dir }}/../reports/audit-{{ stamp }}"
+  register: report
+
+- name: Print the table
+  ansible.builtin.debug:
+    msg: "{{ report.table.splitlines() }}"
+"""
+
+RETURN = r"""
+table:
+  description: The console rendering (one table per server, drift, load, capacity, fleet summary).
+  returned: always
+  type: str
+summary:
+  description: Counts of servers by status and whether the audit fails.
+  returned: always
+  type: dict
+  contains:
+    servers:
+      description: Servers audited.
+      type: int
+    ok:
+      description: Servers without drift or errors.
+      type: int
+    drift:
+      description: Servers with drift.
+      type: int
+    drift_items:
+      description: Drift items over all servers.
+      type: int
+    unreachable:
+      description: Servers whose host or endpoint did not answer.
+      type: int
+    error:
+      description: Servers with errors (401, malformed answers, failed reads).
+      type: int
+    failed:
+      description: Unreachable servers, errors, or drift when O(fail_on_drift).
+      type: bool
+fleet:
+  description: The binding limit on parallel calls and the router and decode figures it comes from.
+  returned: always
+  type: dict
+risks:
+  description:
+    - Combinations in the live envelope that will hurt under load, most severe first; each with C(id), C(severity)
+      (info, warn, critical), C(summary), C(numbers), C(servers) and C(fixes) (C(title), C(diff), C(valid)).
+  returned: always
+  type: list
+  elements: dict
+files:
+  description: Paths written, by kind (json, markdown, text, chart:<name>).
+  returned: always
+  type: dict
+directory:
+  description: The report folder.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import build, render_text, write
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "records": {"type": "list", "elements": "dict", "required": True},
+            "directory": {"type": "path", "required": True},
+            "fail_on_drift": {"type": "bool", "default": True},
+            "fleet": {"type": "dict"},
+            "model_config": {"type": "dict"},
+        },
+        supports_check_mode=True,
+    )
+    declared = module.params["fleet"]
+    fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
+    report = build(module.params["records"], module.params["fail_on_drift"], fleet, module.params["model_config"])
+    try:
+        files = write(report, module.params["directory"])
+    except OSError as exc:
+        module.fail_json(msg=f"cannot write the report into {module.params['directory']}: {exc}")
+    module.exit_json(
+        changed=False,
+        table=render_text(report),
+        summary=report.summary,
+        fleet=report.fleet,
+        risks=report.risks,
+        files=files,
+        directory=module.params["directory"],
+    )
+
+
+if __name__ == "__main__":
+    main()
