@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import grp
 import hashlib
+import http.server
 import json
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +79,34 @@ def test_accounts_and_mounts() -> None:
 def test_packages_as_dpkg_reports_them() -> None:
     got = host_info(packages=["dpkg", "no-such-package-x"])
     assert got["packages"] == {"dpkg": True, "no-such-package-x": False}
+
+
+class _Endpoints(http.server.BaseHTTPRequestHandler):
+    """/ready answers 200 with JSON, /starting 503 with text: a daemon's readiness endpoint and one not ready yet."""
+
+    def do_GET(self) -> None:
+        ready = self.path == "/ready"
+        body = b'{"healthy_workers": 2}' if ready else b"Service Unavailable"
+        self.send_response(200 if ready else 503)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_urls_are_asked_once_each_and_reported_as_uri_reports_them() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endpoints)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nothing = f"http://127.0.0.1:{closed.getsockname()[1]}/-/ready"
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        got = host_info(urls=[f"{base}/ready", f"{base}/starting", nothing])["urls"]
+    finally:
+        server.shutdown()
+    assert got[f"{base}/ready"] == {"url": f"{base}/ready", "status": 200, "json": {"healthy_workers": 2}}
+    assert got[f"{base}/starting"] == {"url": f"{base}/starting", "status": 503, "json": None}
+    assert got[nothing]["status"] == -1 and got[nothing]["msg"].startswith("unreachable"), got[nothing]

@@ -129,3 +129,15 @@ def test_paths_to_write_compares_content_owner_and_mode(tmp_path: Path) -> None:
     assert F.paths_to_write(wanted, found) == ["/opt/pkg/mod.py"]
     assert F.entry_differs(found["/etc/a.yml"], {"owner": "root", "mode": "0644"}) is False
     assert F.entry_differs(None, {"exists": True}) is True
+
+
+def test_a_health_answer_passes_the_gate_with_200_and_every_worker() -> None:
+    """The gate's rule, on ansible.builtin.uri's result and on the host readers' answer alike."""
+    assert F.healthy({"status": 200, "json": {"healthy_workers": 2}}, 2)
+    assert F.healthy({"status": 200, "json": {"healthy_workers": 2}}, "2")
+    assert not F.healthy({"status": 200, "json": {"healthy_workers": 1}}, 2)
+    assert not F.healthy({"status": 200, "json": None}, 2)
+    assert F.healthy({"status": 200, "json": None})
+    assert not F.healthy({"status": 503, "json": {"healthy_workers": 2}}, 2)
+    assert not F.healthy({"status": -1, "msg": "unreachable: refused"})
+    assert not F.healthy(None)

@@ -16,7 +16,11 @@ import httpx
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import router_worker_specs
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
 from simtools import REPO, Launcher, Proc, Sim, free_port
+
+sys.path.insert(0, str(REPO / "tests" / "unit" / "audit"))
+from audit_helpers import load_library, run_module
 
 sys.path.insert(0, str(REPO / "bench"))
 import rollout_load
@@ -185,11 +189,19 @@ def test_declared_workers_a_stopped_rollout_left_out_are_put_back(stack_factory:
         "the router draining the decode worker",
     )
     assert stack.prefill.url not in prefill_gone
-    results = [rollout.put_back(stack.url, spec, timeout=60, interval=0.2) for spec in specs]
-    assert all(r["changed"] for r in results), results
+    # The router role's task: the module with every declared worker, in one call.
+    worker_module = load_library("sglang_router_worker")
+    args = {"router": stack.url, "state": "present", "workers": specs, "timeout": 60, "interval": 0.2}
+    result = run_module(worker_module, args)
+    assert result["changed"] and not result.get("failed"), result
     listed = {w["url"]: w for w in rollout.workers(stack.url)}
     assert {s["url"] for s in specs} <= set(listed) and all(rollout.serving(listed[s["url"]]) for s in specs)
     assert listed[stack.prefill.url]["bootstrap_port"] == bport
     assert httpx.get(stack.url + "/readiness", timeout=5).json().get("healthy_workers") == 2
-    again = [rollout.put_back(stack.url, spec, timeout=10, interval=0.2) for spec in specs]
-    assert not any(r["changed"] for r in again), again
+    # The deploy's read of the router asks /readiness the same way (sglang_layers_info's health_url).
+    readiness = probe(stack.url + "/readiness")
+    assert readiness["status"] == 200 and readiness["json"]["healthy_workers"] == 2, readiness
+    again = run_module(worker_module, {**args, "timeout": 10})
+    assert not again["changed"] and not again.get("failed"), again
+    checked = run_module(worker_module, {**args, "_ansible_check_mode": True})
+    assert not checked["changed"], checked

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
     compare,
-    files_to_write,
     host_drift,
     interrupted_deploy,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import files_to_write
 from audit_helpers import load_cases, load_library, run_module
 from test_sglang_layers import CASES, TICKS, build_host
 

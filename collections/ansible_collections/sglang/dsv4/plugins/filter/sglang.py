@@ -10,19 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_alerts as _alerts
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_closure as _closure
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_drift as _drift
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_layout as _layout
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_monitoring as _monitoring
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_releases as _releases
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_schema as _schema
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+# The core modules are imported inside each filter: Ansible loads this file anew for every task that names one of
+# its filters, and importing all of the core costs about 0.1 s there.
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
@@ -46,32 +35,44 @@ def _with_secret(envelope: dict[str, Any], api_key: Any) -> dict[str, Any]:
 
 def engine_envelope(hostvars: Mapping[str, Any], role: str, api_key: Any = None) -> dict[str, Any]:
     """Declared envelope of the `role` engine on a host (`hostvars[host]`); api_key only marks the key as set."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     return _with_secret(_plain(_declared.engine_envelope(role, hostvars)), api_key)
 
 
 def router_envelope(hostvars: Mapping[str, Any], api_key: Any = None) -> dict[str, Any]:
     """Declared router envelope of a host; api_key only marks the key as set."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     return _with_secret(_plain(_declared.router_envelope(hostvars)), api_key)
 
 
 def render_args(envelope: Mapping[str, Any], role: str) -> list[str]:
     """One `--flag value` group per serve-script line (codec render_args)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
+
     return list(_flags.render_args(role, _plain(envelope)))
 
 
 def environ(envelope: Mapping[str, Any], role: str) -> dict[str, str]:
     """Environment variables the envelope sets (codec to_environ)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
+
     return dict(_flags.to_environ(role, _plain(envelope)))
 
 
 def public_envelope(envelope: Mapping[str, Any], role: str) -> dict[str, Any]:
     """The envelope without secret keys (for facts and logs)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_schema as _schema
+
     secret = {k.name for k in _schema.keys_for(role) if k.secret}
     return {k: v for k, v in _plain(envelope).items() if k not in secret}
 
 
 def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
     """Prefill (url, bootstrap port) and decode urls of every engine in the inventory."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = {h for members in names.values() for h in members}
     return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
@@ -79,24 +80,32 @@ def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str,
 
 def local_url(listen: Any, port: Any) -> str:
     """The URL a process on the same host reaches a server bound to `listen` and `port` at (module_utils)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     return str(_declared.local_url(listen, port))
 
 
 def model_inputs(hostvars: Mapping[str, Any], model_config: Any) -> dict[str, Any] | None:
     """The capacity model's inputs of an engine host, from its variables and the model's config.json text or dict;
     None without a config (the judge then compares no unset key)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     config = json.loads(model_config) if isinstance(model_config, str) and model_config else model_config
     return _plain(_declared.model_inputs(_plain(hostvars), _plain(config))) if config else None
 
 
 def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
     """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
-    return list(_drift.files_to_write(_plain(files), _plain(wanted)))
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_hostfs as _hostfs
+
+    return list(_hostfs.files_to_write(_plain(files), _plain(wanted)))
 
 
 def paths_to_write(wanted: Sequence[Mapping[str, Any]], found: Mapping[str, Any]) -> list[str]:
     """The `dest` of each wanted file ({dest, content or src, owner, group, mode}) whose content, owner, group or
     mode on the host (sglang_host_info's files) differs; `src` is a controller file, read here."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_hostfs as _hostfs
+
     want = {}
     for item in wanted:
         data = Path(item["src"]).read_bytes() if "src" in item else str(item["content"]).encode()
@@ -104,7 +113,7 @@ def paths_to_write(wanted: Sequence[Mapping[str, Any]], found: Mapping[str, Any]
             key: item[key] for key in ("owner", "group", "mode")
         }
     have = {path: {"path": path, **entry} for path, entry in _plain(found).items()}
-    return list(_drift.files_to_write(have, want))
+    return list(_hostfs.files_to_write(have, want))
 
 
 def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
@@ -113,8 +122,19 @@ def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) ->
     return any(str(found.get(key)) != str(value) for key, value in wanted.items())
 
 
+def healthy(answer: Mapping[str, Any] | None, workers: Any = None) -> bool:
+    """Whether a health answer ({status, json}: ansible.builtin.uri's result or sglang_layers_info's health) passes
+    the gate: 200 and, where `workers` is set (the router's /readiness), that many healthy workers."""
+    answer = answer or {}
+    if answer.get("status") != 200:
+        return False
+    return workers is None or (answer.get("json") or {}).get("healthy_workers") == int(workers)
+
+
 def module_closure(program: str) -> list[str]:
     """The module_utils modules the program at path `program` needs on a host, sglang_closure.program_closure."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_closure as _closure
+
     return list(_closure.program_closure(program))
 
 
@@ -138,11 +158,15 @@ def file_entries(
 
 def router_worker_specs(worker_map: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The declared workers as smg's worker API registers them."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     return list(_declared.router_worker_specs(_plain(worker_map)))
 
 
 def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
     """`--prefill URL PORT` and `--decode URL` serve-script lines for smg's PD mode."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
     argv = _declared.router_argv_workers(_plain(worker_map))
     lines: list[str] = []
     for token in argv:
@@ -155,6 +179,9 @@ def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
 
 def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
     """Every problem of the inventory's envelope (module_utils check_fleet); [] means it may be deployed."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = sorted({h for members in names.values() for h in members})
     try:
@@ -165,6 +192,9 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
 
 def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
     """Risks of the declared envelope (module_utils sglang_risks), with validated fixes; warnings, not errors."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
+
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     config = _plain(model_config)
@@ -180,6 +210,8 @@ def rollout_plan(
 ) -> dict[str, list[str]]:
     """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out
     (`lines`), and the steps that leave fewer than `min_parallel` parallel calls (`shortfalls`)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
+
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     whole, steps = _plan.rollout_plan(fleet, _plain(model_config), int(tokens))
@@ -191,6 +223,8 @@ def rollout_plan(
 
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
+
     return list(_risks.render(findings))
 
 
@@ -211,6 +245,9 @@ _DEEP_VARS = (
 def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings: Mapping[str, Any]) -> dict:
     """SGLang's and smg's own startup checks on every rendered command line (plugins/module_utils/sglang_deep.py):
     {problems, warnings, stats}."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
+
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = sorted({h for members in names.values() for h in members})
     picked = {}
@@ -223,6 +260,8 @@ def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings:
 
 def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
     """Capacity-model limits of a declared engine envelope on its host (pool, running requests, context)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+
     limits = _validate.engine_limits(_plain(model_config), _plain(envelope), hostvars)
     return {
         "context_len": limits.context_len,
@@ -280,12 +319,16 @@ def argument_errors(results: list[Mapping[str, Any]], hostvars: Mapping[str, Any
 
 def unit_names(_ignored: Any = None) -> dict[str, str]:
     """systemd unit name (without .service) of each server role."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_layout as _layout
+
     return dict(_layout.UNIT_NAMES)
 
 
 def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:
     """One server's layout (plugins/module_utils/sglang_layout.py): unit, files with owner, group and mode, facts file,
     listeners, connect and health URLs; `places` is sglang_defaults_layout."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_layout as _layout
+
     return _plain(_layout.server_layout(role, _plain(envelope), _plain(places)))
 
 
@@ -337,6 +380,8 @@ def releases_to_prune(
 ) -> list[str]:
     """Names of the releases to remove, from ansible.builtin.find over `releases_dir` (depth 2): its folders
     are the releases, a manifest.json inside one marks it complete; `linked` holds the link targets."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_releases as _releases
+
     root = releases_dir.rstrip("/")
     paths = {str(item["path"]) for item in found}
     releases = {
@@ -394,6 +439,8 @@ def monitoring(
     exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables; `places`:
     the directories and file modes of the server layout (sglang_defaults_layout)."""
     import yaml  # the controller's (Ansible's own dependency)
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_alerts as _alerts
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_monitoring as _monitoring
 
     # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
     declared = json.loads(json.dumps(declared_fleet(hostvars, groups)))
@@ -446,6 +493,7 @@ class FilterModule:
             "sglang_paths_to_write": paths_to_write,
             "sglang_file_entries": file_entries,
             "sglang_entry_differs": entry_differs,
+            "sglang_healthy": healthy,
             "sglang_module_closure": module_closure,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,

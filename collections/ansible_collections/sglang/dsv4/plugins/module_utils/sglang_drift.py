@@ -23,6 +23,7 @@ from typing import Any
 from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
 from .sglang_engine_live import IGNORED, EngineLive
 from .sglang_flags import REDACTED
+from .sglang_hostfs import meta_differs
 from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
 from .smg_live import router_effective
 
@@ -474,22 +475,6 @@ def _meta(value: Mapping[str, Any]) -> str:
     return f"{value.get('owner')}:{value.get('group')} {value.get('mode')}"
 
 
-def _meta_differs(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
-    return [k for k in ("owner", "group", "mode") if str(have.get(k)) != str(want.get(k))]
-
-
-def files_to_write(files: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The server files a deploy must write: `wanted` {name: {path, sha1, owner, group, mode}} against what the host
-    has (sglang_layers with checksums): absent, at another path, other content, or other owner, group or mode."""
-    out = []
-    for name, want in wanted.items():
-        have = files.get(name) or {}
-        same_file = have.get("exists") and have.get("path") == want["path"] and have.get("sha1") == want["sha1"]
-        if not same_file or _meta_differs(have, want):
-            out.append(name)
-    return out
-
-
 def host_drift(
     files: Mapping[str, Mapping[str, Any]],
     declared_files: Mapping[str, Mapping[str, Any]] | None,
@@ -516,7 +501,7 @@ def host_drift(
         have = files.get(name) or {}
         if not have.get("exists") or "mode" not in have:
             continue
-        wrong = _meta_differs(have, want)
+        wrong = meta_differs(have, want)
         if wrong:
             why = (
                 f"{have.get('path')} is {_meta(have)}, the roles declare {_meta(want)} ({', '.join(wrong)} differ): "

@@ -9,6 +9,7 @@ import hashlib
 import os
 import pwd
 import stat
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -41,3 +42,20 @@ def sha1(path: Any) -> str | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     return digest.hexdigest()
+
+
+def meta_differs(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """The keys of owner, group and mode in which two entries differ."""
+    return [k for k in ("owner", "group", "mode") if str(have.get(k)) != str(want.get(k))]
+
+
+def files_to_write(files: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The server files a deploy must write: `wanted` {name: {path, sha1, owner, group, mode}} against what the host
+    has (sglang_layers with checksums): absent, at another path, other content, or other owner, group or mode."""
+    out = []
+    for name, want in wanted.items():
+        have = files.get(name) or {}
+        same_file = have.get("exists") and have.get("path") == want["path"] and have.get("sha1") == want["sha1"]
+        if not same_file or meta_differs(have, want):
+            out.append(name)
+    return out

@@ -86,6 +86,20 @@ class UrllibTransport:
             raise TransportError("malformed", f"not a whole HTTP answer ({type(exc).__name__})") from None
 
 
+def probe(url: str, timeout: float = 5.0, transport: Transport | None = None) -> dict[str, Any]:
+    """One GET of an endpoint on the host (a health or readiness check), reported as ansible.builtin.uri reports
+    it: {url, status, json}; status -1 and msg when nothing answered."""
+    try:
+        reply = (transport or UrllibTransport()).get(url, {}, timeout)
+    except TransportError as e:
+        return {"url": url, "status": -1, "msg": f"{e.kind}: {e.reason}"}
+    try:
+        body = json.loads(reply.body) if reply.body else None
+    except ValueError:
+        body = None
+    return {"url": url, "status": reply.status, "json": body if isinstance(body, dict) else None}
+
+
 # ---------------------------------------------------------------- fetching
 
 

@@ -21,13 +21,11 @@ import json
 import time
 import urllib.error
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.urls import open_url
-
-from .sglang_engine_live import reduce_loads
 
 # The argument spec of the options every module that waits on a server shares (sglang_engine_gate,
 # sglang_router_worker; documented by the doc fragment sglang.wait).
@@ -83,7 +81,13 @@ def workers(router: str, key: str = "") -> list[dict[str, Any]]:
 
 
 def find_worker(router: str, url: str, key: str = "") -> dict[str, Any] | None:
-    return next((w for w in workers(router, key) if same_url(str(w.get("url", "")), url)), None)
+    return listed_workers(router, [url], key)[url]
+
+
+def listed_workers(router: str, urls: Sequence[str], key: str = "") -> dict[str, dict[str, Any] | None]:
+    """What one GET /workers lists for each of `urls` (None: not listed)."""
+    found = workers(router, key)
+    return {url: next((w for w in found if same_url(str(w.get("url", "")), url)), None) for url in urls}
 
 
 def serving(worker: Mapping[str, Any] | None) -> bool:
@@ -158,6 +162,9 @@ def put_back(
 
 def in_flight(engine: str, key: str = "") -> int:
     """Requests the engine runs or queues now (its /v1/loads, summed over DP ranks)."""
+    # Imported here: the readers that probe a URL (sglang_host_info) need none of the engine adapters.
+    from .sglang_engine_live import reduce_loads
+
     answer = call("GET", engine.rstrip("/") + "/v1/loads?include=core,disagg,queues", key)
     if answer.status != 200:
         raise RolloutError(f"GET {engine}/v1/loads answered {answer.status} {str(answer.body)[:300]}")

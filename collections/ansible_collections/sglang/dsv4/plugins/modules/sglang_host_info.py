@@ -15,6 +15,7 @@ description:
   - "Accounts: which users and groups exist, with each user's groups."
   - "Mounts: the options each mount point is mounted with, from V(/proc/self/mountinfo)."
   - "Lines: the lines of a file that match a regular expression."
+  - "URLs: one GET each, for example a daemon's readiness endpoint."
   - It only reads; it never changes anything.
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -52,6 +53,14 @@ options:
     description: Debian package names; whether each is installed is returned in RV(packages) (C(dpkg-query)).
     type: list
     elements: str
+    default: []
+  urls:
+    description:
+      - URLs to ask once each (a GET, from the host), for example a daemon's readiness endpoint; the answers are in
+        RV(urls).
+    type: list
+    elements: str
+    version_added: "1.3.0"
     default: []
   json_files:
     description: JSON files whose content to return, parsed (RV(json)); a missing or unreadable file gives null.
@@ -133,6 +142,13 @@ lines:
   returned: always
   type: dict
   sample: {"/etc/fstab": ["proc /proc proc defaults,hidepid=invisible,gid=997 0 0"]}
+urls:
+  description:
+    - Per URL - its answer in the shape of M(ansible.builtin.uri)'s result (C(url), C(status), C(json)); C(status)
+      is -1 and C(msg) says why when nothing answered.
+  returned: always
+  type: dict
+  sample: {"http://127.0.0.1:9090/-/ready": {"url": "http://127.0.0.1:9090/-/ready", "status": 200, "json": null}}
 """
 
 import grp
@@ -146,6 +162,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import group_name, ownership, sha1
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -253,6 +270,7 @@ def main() -> None:
             "mounts": {"type": "list", "elements": "path", "default": []},
             "json_files": {"type": "list", "elements": "path", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},
+            "urls": {"type": "list", "elements": "str", "default": []},
             "lines": {
                 "type": "list",
                 "elements": "dict",
@@ -273,6 +291,7 @@ def main() -> None:
         json={path: read_json(path) for path in p["json_files"]},
         packages=read_packages(module, p["packages"]),
         lines={item["path"]: read_lines(item["path"], item["regexp"]) for item in p["lines"]},
+        urls={url: probe(url) for url in p["urls"]},
     )
 
 

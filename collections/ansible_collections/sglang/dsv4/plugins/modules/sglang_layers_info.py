@@ -74,6 +74,12 @@ options:
       it would write.
     type: bool
     default: false
+  health_url:
+    description:
+      - Also ask the server's health endpoint on the host once (for example V(http://127.0.0.1:30000/health)) and
+        return the answer in RV(health), so that a deploy that changes nothing needs no second call to gate on it.
+    type: str
+    version_added: "1.3.0"
 seealso:
   - module: sglang.dsv4.sglang_live_info
 """
@@ -155,6 +161,13 @@ release_switch:
       O(release_fact_file) when O(releases_dir) is set; null otherwise.
   returned: always
   type: dict
+health:
+  description:
+    - The answer of O(health_url) in the shape of M(ansible.builtin.uri)'s result (C(url), C(status), C(json));
+      C(status) is -1 and C(msg) says why when nothing answered. Null without O(health_url).
+  returned: always
+  type: dict
+  sample: {url: "http://127.0.0.1:8000/readiness", status: 200, json: {healthy_workers: 2}}
 cpus:
   description: The host's CPU count (smg derives its default in-flight cap from it).
   returned: always
@@ -175,6 +188,7 @@ import socket
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, read_layers
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import UNIT_NAMES
 
@@ -202,6 +216,7 @@ def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
     out = layers.snapshot()
     out["unit"] = {"name": unit, **layers.unit}
     out.update(changed=False, role=role, problems=[f"{name}: {problem}" for problem in layers.problems])
+    out["health"] = probe(p["health_url"]) if p["health_url"] else None
     return out
 
 
@@ -219,6 +234,7 @@ def main() -> None:
             "keep_releases": {"type": "int", "default": 3},
             "unit_dir": {"type": "path", "default": "/etc/systemd/system"},
             "checksums": {"type": "bool", "default": False},
+            "health_url": {"type": "str"},
         },
         supports_check_mode=True,
     )
