@@ -1,10 +1,10 @@
 """Long-context recall through the router: opt-in (--recall-probe, or sglang_verify_recall_probe: true).
 
 Off by default in every inventory, the lab included: it sends twelve prompts of up to 22.6K tokens. The probe
-program (probes/recall_probe.py, stdlib only) runs on the router host: needle in a haystack at 4.5K, 8K, 12K
-and 22.6K tokens, three depths each. A DeepSeek-V4 engine that stores fp8 indexer keys (upstream SGLang, or a
-deploy that lost SGLANG_DSV4_BF16_INDEX_K) misses the needles more than about 2,000 tokens back: the check
-catches that by behaviour, whatever the configuration says.
+program (probes/recall_probe.py, stdlib only, plus the core modules shipped with it) runs on the router host: needle
+in a haystack at 4.5K, 8K, 12K and 22.6K tokens, three depths each. A DeepSeek-V4 engine that stores fp8 indexer
+keys (upstream SGLang, or a deploy that lost SGLANG_DSV4_BF16_INDEX_K) misses the needles more than about 2,000
+tokens back: the check catches that by behaviour, whatever the configuration says.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import pytest
-from verify_remote import HERE, RemoteError, run_program
+from verify_remote import HERE, RemoteError, program_archive, run_program
 from verify_session import plan_of
 
 RECALL_PROBE = HERE / "probes" / "recall_probe.py"
@@ -38,10 +38,13 @@ def recall(request: pytest.FixtureRequest, runner: Any, host: Any) -> dict[str, 
         "api_key_file": router.env_file,
         "route": s["sglang_verify_recall_route"],
         "timeout_s": timeout,
+        # smg routes an OpenAI request by its model, and refuses one without it.
+        "model": plan.model.get("served_name"),
     }
     # Twelve cases and a calibration, one at a time, each bounded by the request timeout.
     limit = int(13 * timeout) + 30
-    out = run_program(host, RECALL_PROBE.read_bytes(), ".py", [json.dumps(config)], s["sglang_verify_python"], limit)
+    python = s["sglang_verify_python"]
+    out = run_program(host, program_archive(RECALL_PROBE), ".pyz", [json.dumps(config)], python, limit)
     if out.rc != 0:
         raise RemoteError(f"recall probe exited {out.rc}: {out.stderr.strip()[-2000:]}")
     result: dict[str, Any] = out.data

@@ -2,7 +2,8 @@
 
 The engines and the router may listen on loopback only (the lab hosts live in their own network namespace),
 so every HTTP check runs on the host itself. One SSH round trip collects everything (hostside/snapshot.py);
-the envelope probe (probes/envelope_probe.py) is a second one. Nothing is left on the host.
+the envelope probe (probes/envelope_probe.py) is a second one. Each ships as a zipapp with the core modules it
+imports (program_archive). Nothing is left on the host.
 """
 
 from __future__ import annotations
@@ -26,10 +27,6 @@ SNAPSHOT = HERE / "hostside" / "snapshot.py"
 PROBE = HERE / "probes" / "envelope_probe.py"
 
 
-# The project's core modules the snapshot needs on the host (stdlib only): the closure of its imports.
-SHIPPED = tuple(f"{name}.py" for name in program_closure(SNAPSHOT))
-
-
 class RemoteError(AssertionError):
     """The program did not run on the host, or printed no JSON."""
 
@@ -41,18 +38,19 @@ class Outcome:
     stderr: str
 
 
-def snapshot_archive() -> bytes:
-    """A zipapp: __main__ (the snapshot) plus the modules it needs under their own import name (PACKAGE)."""
+def program_archive(program: Path) -> bytes:
+    """A zipapp: __main__ (the program: the snapshot or a probe) plus the project's core modules it needs on the
+    host (stdlib only; the closure of its imports), under their own import name (PACKAGE)."""
     buf = io.BytesIO()
     folder = PACKAGE.replace(".", "/")
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("__main__.py", SNAPSHOT.read_text())
+        zf.writestr("__main__.py", program.read_text())
         # zipimport needs a regular package at every level.
         parts = folder.split("/")
         for depth in range(1, len(parts) + 1):
             zf.writestr("/".join(parts[:depth]) + "/__init__.py", "")
-        for name in SHIPPED:
-            zf.writestr(f"{folder}/{name}", (MODULE_UTILS / name).read_text())
+        for name in program_closure(program):
+            zf.writestr(f"{folder}/{name}.py", (MODULE_UTILS / f"{name}.py").read_text())
     return buf.getvalue()
 
 
@@ -112,7 +110,8 @@ def snapshot_spec(plan: HostPlan, gpu: bool) -> dict[str, Any]:
 
 def take_snapshot(host: Any, plan: HostPlan) -> dict[str, Any]:
     spec = snapshot_spec(plan, gpu=True)
-    out = run_program(host, snapshot_archive(), ".pyz", [json.dumps(spec)], plan.settings["sglang_verify_python"], 120)
+    python = plan.settings["sglang_verify_python"]
+    out = run_program(host, program_archive(SNAPSHOT), ".pyz", [json.dumps(spec)], python, 120)
     if out.rc != 0:
         raise RemoteError(f"snapshot exited {out.rc}: {out.stderr.strip()[-2000:]}")
     return out.data
@@ -121,7 +120,7 @@ def take_snapshot(host: Any, plan: HostPlan) -> dict[str, Any]:
 def run_probe(host: Any, plan: HostPlan, config: dict[str, Any]) -> dict[str, Any]:
     limit = int(config["deadline_s"]) + 15
     python = plan.settings["sglang_verify_python"]
-    out = run_program(host, PROBE.read_bytes(), ".py", [json.dumps(config)], python, limit)
+    out = run_program(host, program_archive(PROBE), ".pyz", [json.dumps(config)], python, limit)
     if out.rc not in (0, 1):
         raise RemoteError(f"probe exited {out.rc}: {out.stderr.strip()[-2000:]}")
     return out.data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -249,6 +250,21 @@ class Api:
         finally:
             self._release(req, sched)
 
+    @contextlib.asynccontextmanager
+    async def _streaming(
+        self, resp: web.StreamResponse, req: SimRequest, sched: Scheduler | None
+    ) -> AsyncIterator[None]:
+        """A streamed answer's end: `data: [DONE]`, a client gone away logged as SGLang logs it, the request
+        released."""
+        try:
+            yield
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            logger.info(f"[http_server] Client disconnected: rid={req.rid}")
+        finally:
+            self._release(req, sched)
+
     def _release(self, req: SimRequest, sched: Scheduler | None) -> None:
         if sched is not None:
             sched.abort(req)  # no-op once finished
@@ -349,19 +365,13 @@ class Api:
         """Cumulative chunks (SGLang's default, non-incremental); an abort is the last chunk's finish_reason."""
         resp = web.StreamResponse(headers=SSE_HEADERS)
         sent = -1
-        try:
+        async with self._streaming(resp, req, sched):
             await resp.prepare(request)
             async for _ in self._updates(req):
                 if req.generated == sent and not req.finished:
                     continue
                 sent = req.generated
                 await resp.write(f"data: {_dumps(self._generate_body(req))}\n\n".encode())
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except (ConnectionError, RuntimeError):
-            logger.info(f"[http_server] Client disconnected: rid={req.rid}")
-        finally:
-            self._release(req, sched)
         return resp
 
     # ---------------------------------------------------------------- OpenAI-compatible
@@ -487,7 +497,7 @@ class Api:
         """Deltas as SSE events. An abort (queue full, failed handshake) is an error event in a 200 stream."""
         resp = web.StreamResponse(headers=SSE_HEADERS)
         sent, first = 0, True
-        try:
+        async with self._streaming(resp, req, sched):
             # SGLang waits for the first output before it answers, so headers go out with the first event.
             async for _ in self._updates(req):
                 if req.generated == sent and not req.finished:
@@ -506,10 +516,4 @@ class Api:
             if include_usage and req.error is None:
                 usage = {**self._chunk(req, model, chat, "", False), "choices": [], "usage": self._usage(req)}
                 await resp.write(f"data: {_dumps(usage)}\n\n".encode())
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except (ConnectionError, RuntimeError):
-            logger.info(f"[http_server] Client disconnected: rid={req.rid}")
-        finally:
-            self._release(req, sched)
         return resp

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Envelope probe: sends bounded, exactly sized requests through the router and reports every outcome as JSON.
 
-Runs ON the router host with its python3 (stdlib only): the router may listen on loopback only.
+Runs ON the router host with its python3 (stdlib only, plus the core modules shipped with it): the router may
+listen on loopback only.
 Usage: python3 envelope_probe.py '<JSON config>'   (built by verify/test_verify_probes.py)
 
 Every request is `POST <router>/generate` with a prompt given as token ids (`input_ids`, which SGLang honours
@@ -31,21 +32,9 @@ import time
 import urllib.parse
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
+
 ERROR_BODY_CHARS = 600
-
-
-def read_api_key(path: str | None) -> str | None:
-    if not path:
-        return None
-    try:
-        with open(path) as f:
-            for line in f:
-                name, sep, value = line.strip().partition("=")
-                if sep and name.strip() == "SGLANG_API_KEY":
-                    return value.strip().strip('"').strip("'") or None
-    except OSError:
-        return None
-    return None
 
 
 class Client:
@@ -333,7 +322,7 @@ def probe_total(
     watch = cfg.get("observe") or {}
 
     def observe() -> None:
-        eng = Client(watch["url"], read_api_key(watch.get("api_key_file")))
+        eng = Client(watch["url"], api_key_file(watch.get("api_key_file")))
         while not stop.is_set():
             data = eng.get_json("/v1/loads", 2.0)
             for load in (data or {}).get("loads", []) if isinstance(data, dict) else []:
@@ -359,7 +348,7 @@ def probe_total(
 def main() -> int:
     try:
         cfg = json.loads(sys.argv[1])
-        client = Client(cfg["router"], read_api_key(cfg.get("api_key_file")))
+        client = Client(cfg["router"], api_key_file(cfg.get("api_key_file")))
     except (IndexError, KeyError, ValueError) as exc:
         print(json.dumps({"error": f"bad config: {exc}"}))
         return 1

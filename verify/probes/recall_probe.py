@@ -30,6 +30,8 @@ import time
 import urllib.parse
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
+
 LENGTHS = (4500, 8000, 12000, 22600)
 DEPTHS = (0.1, 0.5, 0.9)
 FILLER = (
@@ -44,21 +46,6 @@ FILLER = (
 )
 CALIBRATION_WORDS = 1000
 ERROR_CHARS = 400
-
-
-def read_api_key(path: str | None) -> str | None:
-    """SGLANG_API_KEY from an environment file (KEY=VALUE lines), or None."""
-    if not path:
-        return None
-    try:
-        with open(path) as handle:
-            for line in handle:
-                name, sep, value = line.strip().partition("=")
-                if sep and name.strip() == "SGLANG_API_KEY":
-                    return value.strip().strip('"').strip("'") or None
-    except OSError:
-        return None
-    return None
 
 
 def needle(length: int, depth: float) -> tuple[str, str]:
@@ -223,7 +210,7 @@ def main(argv: list[str]) -> int:
         return 1
     result = run_recall(
         url,
-        api_key=read_api_key(config.get("api_key_file")),
+        api_key=api_key_file(config.get("api_key_file")),
         route=str(config.get("route", "chat")),
         lengths=[int(x) for x in config.get("lengths", LENGTHS)],
         depths=[float(x) for x in config.get("depths", DEPTHS)],

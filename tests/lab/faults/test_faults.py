@@ -324,7 +324,7 @@ def after_unpack() -> Callable[[str], bool]:
     seen = {"task": False}
 
     def match(line: str) -> bool:
-        if line.startswith("TASK [") and "Install the release into its venv" in line:
+        if line.startswith("TASK [") and "Install the requirements into the release venv" in line:
             seen["task"] = True
             return False
         return seen["task"] and line.startswith("changed: [")

@@ -121,6 +121,17 @@ def api_key_in(env_text: str | None) -> str | None:
     return (parse_env_file(env_text).get(API_KEY_VAR) or None) if env_text else None
 
 
+def api_key_file(path: str | None) -> str | None:
+    """The API key of the environment file at `path` (a server's, on its host), or None: no path, no file, no key."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return api_key_in(handle.read())
+    except OSError:
+        return None
+
+
 def parse_script(text: str) -> list[str]:
     """The argv of the `exec` line of a serve script (line continuations joined)."""
     joined = text.replace("\\\n", " ")
