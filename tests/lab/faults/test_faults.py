@@ -163,8 +163,10 @@ def _interrupt(phase: str) -> Callable[[str], bool]:
         "files written": after(r"Render the systemd unit", "decode"),
         "left the router": after(r"Take out of the router \(smg drains it\) sglang-dsv4-decode", "decode"),
         "restart issued": after(r"Restart sglang-dsv4-decode\]", "decode"),
+        # The gate's first answer: a retry while the new process starts, or its first pass (on a loaded machine
+        # the process may be up by then); either way the engine is still out of the router.
         "gate waiting": after(
-            r"Wait for a healthy answer from http://127.0.0.1:30001", "decode", then=r"^FAILED - RETRYING"
+            r"Wait for a healthy answer from http://127.0.0.1:30001", "decode", then=r"^(FAILED - RETRYING|ok: \[)"
         ),
         "facts written": after(r"Write the local facts", "decode"),
     }[phase]
