@@ -143,7 +143,14 @@ def main() -> None:
         if p["state"] == "absent":
             result = take_out(p["router"], p["url"], p["api_key"], p["timeout"], p["interval"])
         else:
-            results = [put_back(p["router"], s, p["api_key"], p["timeout"], p["interval"]) for s in specs]
+            # A worker the first listing shows serving needs nothing; the others are registered and waited for.
+            results = []
+            for s in specs:
+                found = listed[str(s["url"])]
+                if found is not None and serving(found):
+                    results.append({"changed": False, "seconds": 0.0, "worker_id": found["id"]})
+                else:
+                    results.append(put_back(p["router"], s, p["api_key"], p["timeout"], p["interval"]))
             result = {
                 "changed": any(r["changed"] for r in results),
                 "seconds": round(sum(r["seconds"] for r in results), 3),
