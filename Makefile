@@ -184,38 +184,47 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 	wait $$lint; linted=$$?; cat .cache/check-ansible-lint.log; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
-# Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab; the fault suite in
-# two shards, each on a single-host lab of its own (lab2, then the single-host rollout test there, then powered
-# off; lab3, then the multi-host rollout test and molecule there); and in the foreground the other lab tests on
-# lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own) and verify.
-# The background passes' output follows, also kept in .cache/test-*.log. The single-host labs boot first, one
-# after the other (the first boot builds their shared rootfs); lab1 stays up at the end, as after `make lab`.
+# Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
+# beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own
+# (lab2, then the single-host rollout test there, then powered off; lab3, then the multi-host rollout test and
+# molecule there); and in the foreground the other lab tests on lab1 (the audit's drift tests too,
+# SGLANG_AUDIT_LAB=shared, not on a scratch host of their own) and verify. The background passes' output follows,
+# also kept in .cache/test-*.log; each pass lists its slowest tests. The single-host labs boot one after the other
+# (the first boot builds their shared rootfs); lab1 stays up at the end, as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
+DURATIONS := --durations=15 --durations-min=5
+# The tests without the lab in two processes (pytest-xdist), a directory each at a time (tests/conftest.py): they
+# take both cores once the lab passes wait or are done.
+WITHOUT_LAB_WORKERS ?= -n 2 --dist loadgroup
 
-test: lint sanity parser-venv apt ## Lint, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
+test: venv parser-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache
-	ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
-	  || { cat .cache/test-lab-up.log; exit 1; }
-	pytest -m 'not lab and not rollout' -p no:cacheprovider $(PYTEST_ARGS) $(TEST_DIRS) \
-	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
+	pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
+	  $(TEST_DIRS) > .cache/test-without-lab.log 2>&1 & without=$$!; \
+	if ! { $(MAKE) --no-print-directory lint sanity \
+	       && { ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml \
+	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; }; }; then \
+	  kill $$without 2>/dev/null || true; wait $$without || true; exit 1; \
+	fi; \
 	{ $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
 	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null; \
 	} > .cache/test-lab2.log 2>&1 & lab2=$$!; \
 	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
 	  && SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml $(MAKE) --no-print-directory molecule; \
 	} > .cache/test-lab3.log 2>&1 & lab3=$$!; \
-	SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(PYTEST_ARGS) $(TEST_DIRS) \
-	  && $(MAKE) --no-print-directory verify; lab=$$?; \
-	wait $$without; rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
-	wait $$lab2; two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
-	wait $$lab3; three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout, molecule =="; cat .cache/test-lab3.log; \
+	{ SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(DURATIONS) $(PYTEST_ARGS) $(TEST_DIRS) \
+	  && $(MAKE) --no-print-directory verify; } && lab=0 || lab=$$?; \
+	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
+	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
+	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout, molecule =="; \
+	cat .cache/test-lab3.log; \
 	[ $$lab -eq 0 ] && [ $$rest -eq 0 ] && [ $$two -eq 0 ] && [ $$three -eq 0 ]
 
 # $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, then the rollout tests the -k expression
 # selects there. A narrowed run (TEST_DIRS, PYTEST_ARGS) may leave either with no test: pytest's exit 5 passes.
 shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
-	  -p no:cacheprovider $(PYTEST_ARGS) $(FAULT_DIRS); $(none_is_fine),true) \
-	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(PYTEST_ARGS) \
+	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) $(FAULT_DIRS); $(none_is_fine),true) \
+	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) \
 	  $(ROLLOUT_DIRS) $(3); $(none_is_fine),true); }
 none_is_fine = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 

@@ -53,9 +53,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test gets the marker of its group directory (GROUPS); tests outside them get none."""
+    """Each test gets the marker of its group directory (GROUPS); tests outside them get none. Each also joins the
+    xdist group of its directory (tests/component/render, tests/unit): `pytest -n 2 --dist loadgroup` (make test)
+    runs a directory's tests in one worker, in order, with its session fixtures and caches set up once."""
     for item in items:
         path = item.path.resolve()
         for directory, (marker, _) in GROUPS.items():
             if path.is_relative_to(directory):
                 item.add_marker(marker)
+                parts = path.relative_to(directory).parts
+                group = directory.name if marker == "unit" or len(parts) < 2 else f"{directory.name}/{parts[0]}"
+                item.add_marker(pytest.mark.xdist_group(group))

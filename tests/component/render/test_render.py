@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file
-from deploytools import REPO, envelope
+from deploytools import REPO, envelope, playbook
 from smg.launch_router import RouterArgs, parse_router_args
 
 LAB_KEY = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_api_key"]
@@ -117,6 +117,28 @@ def test_every_host_gets_its_files_and_no_other(rendered: tuple[str, Path]) -> N
         for path in _files(root, host, role)
     }
     assert {p.relative_to(root) for p in root.rglob("*") if p.is_file()} == expected
+
+
+@pytest.mark.parametrize("rendered", ["lab"], indirect=True)
+def test_a_rerun_writes_only_what_differs(rendered: tuple[str, Path], tmp_path: Path) -> None:
+    """sglang_render_files leaves a file whose content and mode match alone, and puts back one that differs."""
+    _, root = rendered
+    out = tmp_path / "render"
+    shutil.copytree(root, out)
+    env = out / "lab1/etc/sglang/dsv4-decode.env"
+    script = out / "lab1/opt/sglang/bin/serve_dsv4_router.sh"
+    declared_env = env.read_text()
+    env.write_text(declared_env + "SGLANG_EDITED_BY_HAND=1\n")
+    script.chmod(0o700)
+    untouched = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p not in (env, script)}
+    run = playbook(
+        "-i", "inventories/lab", "playbooks/render.yml", "-e", f"sglang_render_dir={out}",
+        "-e", "sglang_validate_deep_check=false",
+    ).check()  # fmt: skip
+    assert env.read_text() == declared_env
+    assert script.stat().st_mode & 0o7777 == 0o755
+    assert {p: p.stat().st_mtime_ns for p in untouched} == untouched
+    assert run.recap()["lab1"]["changed"] == 2, run.output[-3000:]  # the decode and router render tasks
 
 
 def test_engine_scripts_exec_the_declared_envelope(rendered: tuple[str, Path], engines: dict[str, Any]) -> None:
