@@ -195,7 +195,7 @@ SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 DURATIONS := --durations=15 --durations-min=5
 # The tests without the lab in two processes (pytest-xdist), a directory each at a time (tests/conftest.py): they
 # take both cores once the lab passes wait or are done.
-WITHOUT_LAB_WORKERS ?= -n 2 --dist loadgroup
+WITHOUT_LAB_WORKERS ?= -n 2 --dist loadscope
 
 test: venv parser-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,14 +54,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test gets the marker of its group directory (GROUPS); tests outside them get none. Each also joins the
-    xdist group of its directory (tests/component/render, tests/unit): `pytest -n 2 --dist loadgroup` (make test)
-    runs a directory's tests in one worker, in order, with its session fixtures and caches set up once."""
+    """Each test gets the marker of its group directory (GROUPS); tests outside them get none."""
     for item in items:
         path = item.path.resolve()
         for directory, (marker, _) in GROUPS.items():
             if path.is_relative_to(directory):
                 item.add_marker(marker)
-                parts = path.relative_to(directory).parts
-                group = directory.name if marker == "unit" or len(parts) < 2 else f"{directory.name}/{parts[0]}"
-                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `pytest -n 2 --dist loadscope` (make test) a worker takes a whole directory of tests at a time and runs
+    it in order: a directory's session fixtures and caches are set up once, and its tests that build on each other
+    (tests/component/build) run in sequence."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DirectoryScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid.split("::", 1)[0].rpartition("/")[0]
+
+    return DirectoryScheduling(config, log)

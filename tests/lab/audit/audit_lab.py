@@ -9,7 +9,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
+# Whether a test's body passed (conftest.py's pytest_runtest_makereport): the fixture that redeploys after a test
+# skips a rerun that the test's own last steps (site.yml, then a clean audit) made needless.
+BODY_PASSED = pytest.StashKey[bool]()
 LAB_TESTS = REPO / "tests" / "lab" / "stack"
 SCRATCH = "labaudit"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from audit_lab import (
+    BODY_PASSED,
     LAB_TESTS,
     SCRATCH,
     AuditLab,
@@ -37,6 +38,14 @@ else:
     @pytest.fixture(scope="session")
     def lab() -> Path:
         pytest.skip(f"lab not up: {_REASON}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[BODY_PASSED] = report.passed
+    return report
 
 
 @pytest.fixture(scope="session")

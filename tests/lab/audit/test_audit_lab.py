@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from audit_lab import AuditLab
+from audit_lab import BODY_PASSED, AuditLab
 from labtools import REPO, PlaybookRun, run_playbook
 
 pytestmark = pytest.mark.lab
@@ -81,10 +81,12 @@ def deployed(audit_lab: AuditLab) -> AuditLab:
 
 
 @pytest.fixture
-def redeploy(deployed: AuditLab) -> Iterator[AuditLab]:
-    """Redeploy after the test, whatever it left behind (site.yml restores the files and restarts on change)."""
+def redeploy(deployed: AuditLab, request: pytest.FixtureRequest) -> Iterator[AuditLab]:
+    """Redeploy after a test that failed, whatever it left behind (site.yml restores the files and restarts on
+    change). A test that passed did so itself: each ends with site.yml and a clean audit."""
     yield deployed
-    deploy(deployed)
+    if not request.node.stash.get(BODY_PASSED, False):
+        deploy(deployed)
 
 
 def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLab, tmp_path: Path) -> None:
