@@ -40,6 +40,14 @@ def wait_healthy(lab: AuditLab, port: int, timeout_s: int = 120) -> None:
                  "exit 1")  # fmt: skip
 
 
+def runs_with(unit: str, argv: str, tries: int = 240) -> str:
+    """A shell command: wait (bounded: `tries` half-seconds) until the unit's main process runs with `argv` in its
+    command line (its serve script has exec'd the engine); exit 1 if it never does."""
+    cmdline = f"/proc/$(systemctl show -p MainPID --value {unit})/cmdline"
+    return (f"( for i in $(seq {tries}); do xargs -0 < {cmdline} 2>/dev/null | grep -qF -- '{argv}' && exit 0; "
+            "sleep 0.5; done; exit 1 )")  # fmt: skip
+
+
 def deploy(lab: AuditLab) -> PlaybookRun:
     return run_playbook("-i", str(lab.inventory), "site.yml").check()
 
@@ -159,11 +167,14 @@ def test_flag_changed_and_engine_restarted_by_hand(redeploy: AuditLab, tmp_path:
 
 
 def test_process_started_with_a_flag_its_files_lack(redeploy: AuditLab, tmp_path: Path) -> None:
-    """Edited, restarted, the edit undone without a restart: only the process (and what it applies) drifts."""
+    """Edited, restarted, the edit undone without a restart: only the process (and what it applies) drifts. The
+    edit is undone once the new process runs with it (a bounded wait on its command line, not a second's head
+    start: a loaded host may not have read the script by then)."""
     lab, host = redeploy, redeploy.host
     on_host(lab, f"cp -p {DECODE_SCRIPT} /root/serve.orig && "
                  f"sed -i 's/--context-length 524288/--context-length 262144/' {DECODE_SCRIPT} && "
-                 f"systemctl restart {DECODE_UNIT} && sleep 1 && cp -p /root/serve.orig {DECODE_SCRIPT}")  # fmt: skip
+                 f"systemctl restart {DECODE_UNIT} && {runs_with(DECODE_UNIT, '--context-length 262144')} && "
+                 f"cp -p /root/serve.orig {DECODE_SCRIPT}")  # fmt: skip
     wait_healthy(lab, 30001)
     run, report = audit(lab, tmp_path)
     assert run.returncode != 0

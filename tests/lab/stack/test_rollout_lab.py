@@ -119,7 +119,12 @@ def test_limit_changes_under_load(lab_host: testinfra.host.Host, tmp_path: Path)
         histogram = report["histogram"]
         assert report["lost"] == 0, histogram
         assert set(histogram) <= {"200", "503 + Retry-After (no_available_workers)"}, histogram
-        assert histogram.get("200", 0) > 100, histogram
+        # The outage ended: requests sent after the last 503 were served (site.yml goes on for seconds after the
+        # decode engine is back; the clients retry within a second). How many requests the clients got through is
+        # the machine's speed, not a guarantee: the harness prints the figures above.
+        refused = [o["end"] for o in report["outcomes"] if o["kind"] != "200"]
+        served_after = [o for o in report["outcomes"] if o["kind"] == "200" and o["start"] > max(refused, default=0)]
+        assert served_after, histogram
         assert f"rollout window: sglang-dsv4-decode on {LAB_HOST} was out of the router for" in done.stdout
         assert "lost 0 of" in done.stdout and "window:" in done.stdout
         decode = lab_host.run(

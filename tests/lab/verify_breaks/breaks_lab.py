@@ -16,7 +16,9 @@ from verify_expect import HostPlan, build_plan  # verify/, put on sys.path by co
 
 REPO = Path(__file__).resolve().parents[3]
 LAB_INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
-SUITE_TIMEOUT_S = 240
+# Only a hang guard: the suite's time is a figure (bench/verify_suite.py, target 60 s on an idle lab), and on a machine
+# loaded by the other passes of make test one run with probes can take a few times that.
+SUITE_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
