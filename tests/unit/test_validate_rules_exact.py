@@ -261,7 +261,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             shutdown_grace_period_secs=0,
         ),
         [
-            "h: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 seconds (smg); fix: declare e.g. 60",
+            "h: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 when queue_size > 0 (smg; "
+            "queue_size=256); fix: declare e.g. 60",
             "h: sglang_router.request_timeout_secs=0: request_timeout_secs must be > 0 seconds (smg); fix: declare "
             "e.g. 1800",
             "h: sglang_router.health_check_interval_secs=0: health_check_interval_secs must be > 0 seconds (smg); "
@@ -852,8 +853,14 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
 
 # (id, overrides): unusual, but at the edge of a rule on its allowed side.
 GOOD: list[tuple[str, dict[str, Any]]] = [
-    ("ports-at-the-edges", _with(_R, port=65535, prometheus_port=1)),
-    ("engine-ports-at-the-edges", _both(_with(_P, port=1, disaggregation_bootstrap_port=65535), _with(_D, port=2))),
+    # Ports below 1024 need a root service user (else the side doors refuse them).
+    ("ports-at-the-edges", _both(_with(_R, port=65535, prometheus_port=1), {"sglang_defaults_user": "root"})),
+    (
+        "engine-ports-at-the-edges",
+        _both(
+            _with(_P, port=1, disaggregation_bootstrap_port=65535), _with(_D, port=2), {"sglang_defaults_user": "root"}
+        ),
+    ),
     ("bootstrap-port-unset", _with(_P, disaggregation_bootstrap_port=None)),
     ("router-bound-one", _with(_R, max_concurrent_requests=1)),
     (

@@ -1,23 +1,44 @@
-"""Table-driven: bad declared envelopes are refused by the validate role before any host is touched and before
-any file is rendered, with the declared variable, its value and the rule named; unusual but valid envelopes pass
-and render. Every case runs playbooks/render.yml (the validate role, then the renderers) against a copy of
-inventories/production with one override file."""
+"""Table-driven: bad declared envelopes are refused before any host is touched, with the declared variable, its
+value and the rule named; unusual but valid envelopes pass, SGLang's and smg's own startup checks included.
+
+Every case is a copy of inventories/production with one override file. Each is checked in this process the way
+roles/sglang_validate checks it: the inventory is loaded with Ansible's own inventory and variable managers (so
+group_vars precedence and templating are Ansible's), the variables of each host are type-checked by Ansible's
+ArgumentSpecValidator against the `inventory` entry point of the role's argument_specs (what validate_argument_spec
+runs), then the role's filters run and the problem list is assembled by sglang_envelope_problems, the filter the
+role fails with. A few cases of each kind also run playbooks/render.yml end to end: the role refuses the bad ones
+with the same problems before any host play, and renders the valid ones."""
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
+import json
 import os
 import shutil
+import sys
+import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+from ansible.inventory.manager import InventoryManager
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible.vars.manager import VariableManager
 from deploytools import REPO, Run, envelope, playbook
 
 BASE = envelope()
 PRODUCTION = REPO / "inventories" / "production"
+COLLECTION = REPO / "collections" / "ansible_collections" / "sglang" / "dsv4"
+ROLE = COLLECTION / "roles" / "sglang_validate"
+RENDER = REPO / "playbooks" / "render.yml"
 H = "gpu-node-01: "
 REFUSED = "The declared envelope has problems; no host was touched"
 
@@ -277,21 +298,180 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("single-cuda-graph-size", _with(_D, cuda_graph_bs_decode=[64])),
     ("engines-swap-gpus", _both(_with(_P, gpu_ids=[4, 5, 6, 7]), _with(_D, gpu_ids=[0, 1, 2, 3]))),
     ("base-gpu-id-agrees", _with(_D, base_gpu_id=4)),
-    ("ports-at-the-edges", _with(_R, port=65535, prometheus_port=1)),
+    # Ports below 1024 need a root service user.
+    ("ports-at-the-edges", _both(_with(_R, port=65535, prometheus_port=1), {"sglang_defaults_user": "root"})),
     ("transfer-backend-nixl", _with(_C, disaggregation_transfer_backend="nixl")),
 ]
 
 
-def _run(case: str, overrides: dict[str, Any], root: Path) -> tuple[Run, list[Path]]:
-    """The bad cases test the project's own rules (the deep check is off); the valid ones also pass SGLang's and
-    smg's own startup checks (the deep check is on)."""
-    deep = "auto" if case in {c[0] for c in VALID} else "false"
+# The cases that also run playbooks/render.yml: a type error, a fleet rule, a router rule and a removed key, and
+# valid envelopes with the deep check on.
+END_TO_END_BAD = ("gpu-memory-not-float", "gpu-sets-overlap", "router-policy-typo", "removed-cuda-graph-max-bs")
+END_TO_END_VALID = ("context-iec-string", "decode-tp2-dp2", "policy-cache-aware")
+BAD_BY_ID = {case: (overrides, fragments) for case, overrides, fragments in BAD}
+
+
+def _filters() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sglang_filters", COLLECTION / "plugins" / "filter" / "sglang.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+F = _filters()
+
+
+@cache
+def _role_settings() -> dict[str, Any]:
+    """The role's defaults as a play resolves them from the repository root (sglang_defaults_project_dir)."""
+    loader = DataLoader()
+    defaults = loader.load_from_file(str(ROLE / "defaults" / "main.yml"), trusted_as_template=True)
+    known = {**defaults, "sglang_defaults_project_dir": str(REPO), "ansible_playbook_python": sys.executable}
+    return dict(Templar(loader=loader, variables=known).template(defaults))
+
+
+@cache
+def _inventory_spec() -> dict[str, Any]:
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    return dict(specs["inventory"]["options"])
+
+
+def _deep_settings(mode: str, model_name: Any) -> dict[str, Any]:
+    """The settings the role hands the deep check."""
+    settings = _role_settings()
+    return {
+        "mode": mode,
+        "parser_python": settings["sglang_validate_parser_python"],
+        "smg_python": settings["sglang_validate_smg_python"],
+        "models_dir": settings["sglang_validate_models_dir"],
+        "model_name": model_name,
+        "cache_dir": settings["sglang_validate_deep_check_cache_dir"],
+        "files_dir": str(ROLE / "files"),
+    }
+
+
+def _inventory(case: str, overrides: dict[str, Any], root: Path) -> Path:
+    """A copy of inventories/production (symlinks resolved) with `overrides` as its last group_vars/all file."""
     inventory = root / case / "inventory"
     shutil.copytree(PRODUCTION, inventory, symlinks=False)
     (inventory / "group_vars" / "all" / "zz-test-override.yml").write_text(yaml.safe_dump(overrides))
+    return inventory
+
+
+def _load(inventory: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(hostvars, groups) of an inventory as a play of playbooks/render.yml sees them: Ansible's inventory and
+    variable managers (group_vars precedence), each host's variables templated."""
+    loader = DataLoader()
+    loader.set_basedir(str(RENDER.parent))  # the play's directory: a group_vars/ there would rank above the inventory's
+    manager = InventoryManager(loader=loader, sources=[str(inventory)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    hostvars = {}
+    for host in manager.get_hosts():
+        found = variables.get_vars(host=host)
+        hostvars[host.name] = Templar(loader=loader, variables=found).template(found)
+    return hostvars, {name: [host.name for host in group.get_hosts()] for name, group in manager.groups.items()}
+
+
+def _unique(items: Any) -> list[Any]:
+    return list(dict.fromkeys(items))
+
+
+def validate(inventory: Path, deep_check: str) -> list[str]:
+    """The problems roles/sglang_validate/tasks/main.yml fails with on `inventory` ([]: it passes), found in this
+    process: its tasks up to "Fail with every problem", step by step."""
+    hostvars, groups = _load(inventory)
+    settings = _role_settings()
+    spec = _inventory_spec()
+    engines = _unique(groups.get("sglang_prefill", []) + groups.get("sglang_decode", []))
+    hosts = _unique(engines + groups.get("sglang_router", []))
+    assert hosts, "the inventory has no engine or router host"
+    # validate_argument_spec runs ArgumentSpecValidator on the variables the spec names, one result per host.
+    results = [
+        {
+            "item": host,
+            "argument_errors": ArgumentSpecValidator(spec)
+            .validate(F.pick(hostvars[host], spec.keys()), validate_role_argument_spec=True)
+            .error_messages,
+        }
+        for host in hosts
+    ]
+    type_errors = F.argument_errors(results, hostvars, spec)
+    models = [] if type_errors else _unique(hostvars[host]["sglang_model"]["name"] for host in engines)
+    model_config = None
+    if len(models) == 1:
+        path = Path(
+            settings["sglang_validate_model_config"]
+            or f"{settings['sglang_validate_models_dir']}/{models[0]}/config.json"
+        )
+        model_config = json.loads(path.read_text()) if path.is_file() else None
+    fleet_errors: list[str] = []
+    deep: dict[str, Any] = {}
+    if model_config is not None:
+        fleet_errors = F.check_fleet(hostvars, groups, model_config)
+        deep = F.deep_check(hostvars, groups, _deep_settings(deep_check, models[0]))
+    return list(
+        F.envelope_problems(
+            type_errors,
+            models,
+            model_config is not None,
+            settings["sglang_validate_models_dir"],
+            fleet_errors,
+            deep.get("problems", []),
+        )
+    )
+
+
+def test_table_sizes() -> None:
+    ids = [c[0] for c in BAD] + [c[0] for c in VALID]
+    assert len(set(ids)) == len(ids), "case ids must be unique"
+    assert len(BAD) >= 60 and len(VALID) >= 10
+    assert set(END_TO_END_BAD) <= {c[0] for c in BAD} and set(END_TO_END_VALID) <= {c[0] for c in VALID}
+
+
+@pytest.mark.parametrize(("case", "overrides", "fragments"), BAD, ids=[c[0] for c in BAD])
+def test_bad_envelope_is_refused(case: str, overrides: dict[str, Any], fragments: list[str], tmp_path: Path) -> None:
+    """The project's own rules (the deep check is off)."""
+    problems = validate(_inventory(case, overrides, tmp_path), "false")
+    message = "\n".join(problems)
+    assert problems, "the envelope was not refused"
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from the problems:\n{message}"
+    assert "fix:" in message, message
+
+
+@pytest.fixture(scope="module")
+def engine_lines_checked(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SGLang's checks of the engine command lines of every valid case at once, in one parser-venv process: the
+    deep check caches each result by its command line, so each case's own deep check then reads them from the
+    cache instead of starting SGLang once per case."""
+    root = tmp_path_factory.mktemp("engine-lines")
+    hostvars: dict[str, Any] = {}
+    groups: dict[str, list[str]] = {"sglang_prefill": [], "sglang_decode": []}
+    for case, overrides in VALID:
+        case_hostvars, case_groups = _load(_inventory(case, overrides, root))
+        for group, members in groups.items():
+            for host in case_groups.get(group, []):
+                hostvars[f"{case}/{host}"] = case_hostvars[host]
+                members.append(f"{case}/{host}")
+    F.deep_check(hostvars, groups, _deep_settings("auto", BASE["sglang_model"]["name"]))
+
+
+@pytest.mark.usefixtures("engine_lines_checked")
+@pytest.mark.parametrize(("case", "overrides"), VALID, ids=[c[0] for c in VALID])
+def test_unusual_valid_envelope_passes(case: str, overrides: dict[str, Any], tmp_path: Path) -> None:
+    """The project's rules and SGLang's and smg's own startup checks (the deep check) pass it."""
+    problems = validate(_inventory(case, overrides, tmp_path), "auto")
+    assert problems == [], "\n".join(problems)
+
+
+def _run(case: str, overrides: dict[str, Any], root: Path) -> tuple[Run, list[Path]]:
+    """playbooks/render.yml on the case's inventory: the bad cases with the deep check off, the valid ones with it."""
+    deep = "auto" if case in END_TO_END_VALID else "false"
+    inventory = _inventory(case, overrides, root)
     out = root / case / "rendered"
     run = playbook(
-        "-i", str(inventory), "playbooks/render.yml", "-e", f"sglang_render_dir={out}",
+        "-i", str(inventory), str(RENDER), "-e", f"sglang_render_dir={out}",
         "-e", f"sglang_validate_deep_check={deep}", timeout=600,
     )  # fmt: skip
     return run, sorted(p for p in out.rglob("*") if p.is_file()) if out.exists() else []
@@ -299,23 +479,27 @@ def _run(case: str, overrides: dict[str, Any], root: Path) -> tuple[Run, list[Pa
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Run, list[Path]]]]:
-    """Every case run once, in parallel (each run is an ansible-playbook process)."""
+    """Every end-to-end case run once, in parallel (each run is an ansible-playbook process)."""
     root = tmp_path_factory.mktemp("envelopes")
-    cases = [(c[0], c[1]) for c in BAD] + VALID
+    cases = [(c[0], c[1]) for c in BAD if c[0] in END_TO_END_BAD] + [c for c in VALID if c[0] in END_TO_END_VALID]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = dict(zip([c[0] for c in cases], pool.map(lambda c: _run(*c, root), cases), strict=True))
+        results = dict(zip([c[0] for c in cases], pool.map(lambda c: _run(c[0], c[1], root), cases), strict=True))
     yield results
 
 
-def test_table_sizes() -> None:
-    ids = [c[0] for c in BAD] + [c[0] for c in VALID]
-    assert len(set(ids)) == len(ids), "case ids must be unique"
-    assert len(BAD) >= 60 and len(VALID) >= 10
+def _refusal(run: Run) -> list[str]:
+    """The problems the role failed with: the `msg` of the failed task's result (YAML), less its first line."""
+    lines = run.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("fatal: [localhost]: FAILED! =>"))
+    block = itertools.takewhile(str.strip, lines[start + 1 :])
+    message = yaml.safe_load(textwrap.dedent("\n".join(block)))["msg"]
+    assert message[0] == f"{REFUSED}:", message
+    return list(message[1:])
 
 
-@pytest.mark.parametrize(("case", "fragments"), [(c[0], c[2]) for c in BAD], ids=[c[0] for c in BAD])
-def test_bad_envelope_is_refused_before_anything(
-    runs: dict[str, tuple[Run, list[Path]]], case: str, fragments: list[str]
+@pytest.mark.parametrize("case", END_TO_END_BAD)
+def test_the_role_refuses_with_the_same_problems_before_anything(
+    runs: dict[str, tuple[Run, list[Path]]], case: str, tmp_path: Path
 ) -> None:
     run, files = runs[case]
     tail = run.output[-3000:]
@@ -323,14 +507,16 @@ def test_bad_envelope_is_refused_before_anything(
     assert REFUSED in run.output, f"not refused by the validation:\n{tail}"
     assert not files, f"files were rendered before the refusal: {files}"
     assert "gpu-node-01" not in run.recap(), f"a host play ran: {run.recap()}"
-    message = next(line for line in run.output.splitlines() if REFUSED in line)
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} missing from the refusal:\n{message}"
-    assert "fix:" in message, message
+    refusal = _refusal(run)
+    assert refusal == validate(_inventory(case, BAD_BY_ID[case][0], tmp_path), "false")
+    for fragment in BAD_BY_ID[case][1]:
+        assert any(fragment in problem for problem in refusal), f"{fragment!r} missing from the refusal:\n{refusal}"
 
 
-@pytest.mark.parametrize("case", [c[0] for c in VALID])
-def test_unusual_valid_envelope_passes_and_renders(runs: dict[str, tuple[Run, list[Path]]], case: str) -> None:
+@pytest.mark.parametrize("case", END_TO_END_VALID)
+def test_the_role_passes_and_renders_unusual_valid_envelopes(
+    runs: dict[str, tuple[Run, list[Path]]], case: str
+) -> None:
     run, files = runs[case]
     assert run.returncode == 0, run.output[-3000:]
     assert any(p.name == "serve_dsv4_decode.sh" for p in files) and any(p.name == "serve_dsv4_router.sh" for p in files)

@@ -7,9 +7,11 @@ from typing import Any
 
 from .sglang_argspec import SGLANG, choice_problem
 from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine, weights_bytes_per_gpu
-from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+from .sglang_declared import GROUPS, declared_in, declared_var, engine_envelope, router_envelope
+from .sglang_fleet import Engine, answer
 from .sglang_pairs import fleet_pair_problems
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
+from .sglang_sidedoors import sidedoor_problems
 
 # Request body bytes per token, estimated high so one full-context request always fits the router's
 # max_payload_size: token ids as JSON ints take at most 8 bytes (6 digits for a 129,280-entry vocabulary, a
@@ -19,6 +21,7 @@ from .sglang_schema import ENGINE_ROLES, EnvelopeError
 PAYLOAD_BYTES_PER_TOKEN = 16
 PAYLOAD_OVERHEAD_BYTES = 64 * 1024
 PORT_RANGE = (1, 65535)
+SMG_DEFAULT_QUEUE_SIZE = 100  # smg 1.13.0 --queue-size
 # At least this many parameters in `params_b` means a count of parameters, not billions.
 PARAMS_B_UNITS = 100_000
 
@@ -213,7 +216,7 @@ def check_engine(
     if served and ":" in str(served):
         errors.append(
             _msg(
-                var("served_model_name"),
+                f"{host}: {declared_var(role, hostvars, 'served_model_name')}",
                 served,
                 "served_model_name cannot contain a colon (':') character; SGLang reserves it for 'model:adapter'",
                 f"declare {str(served).replace(':', '-')!r}",
@@ -508,8 +511,20 @@ def check_router(host: str, env: Mapping[str, Any], decode_running: int, context
     errors += _range(
         var("queue_size"), env.get("queue_size"), 0, None, "must be >= 0 (0: refuse with 429 when full)", "e.g. 256"
     )
+    # smg: "Must be > 0 when queue_size > 0" (queue_size defaults to 100); without a queue the timeout is unused.
+    queued = env.get("queue_size", SMG_DEFAULT_QUEUE_SIZE)
+    queued = SMG_DEFAULT_QUEUE_SIZE if queued is None else int(queued)
+    errors += _range(
+        var("queue_timeout_secs"),
+        env.get("queue_timeout_secs"),
+        1 if queued > 0 else 0,
+        None,
+        f"queue_timeout_secs must be > 0 when queue_size > 0 (smg; queue_size={queued})"
+        if queued > 0
+        else "must be >= 0 seconds",
+        "declare e.g. 60",
+    )
     for name, fix in (
-        ("queue_timeout_secs", "e.g. 60"),
         ("request_timeout_secs", "e.g. 1800"),
         ("health_check_interval_secs", "e.g. 60"),
         ("worker_startup_timeout_secs", "e.g. 1800"),
@@ -552,8 +567,8 @@ def check_fleet(
 ) -> list[str]:
     """Every problem in the inventory's envelope; an empty list means it may be deployed."""
     errors: list[str] = []
-    decode_running = 0
-    context_len = 0
+    engines: list[Engine] = []  # the engines the capacity model sized, for the fleet answer
+    unsized_contexts: list[int] = []  # declared context_length of engines it could not size
     per_host_gpus: dict[str, dict[int, str]] = {}
     per_host_ports: dict[str, dict[int, str]] = {}
     engine_hosts = {h for role in ENGINE_ROLES for h in groups.get(GROUPS[role], [])}
@@ -600,12 +615,41 @@ def check_fleet(
             engine_errors, limits = check_engine(host, role, env, hv, model_config)
             errors += engine_errors
             if limits is not None:
-                context_len = max(context_len, limits.context_len)
-                if role == "decode":
-                    decode_running += limits.max_running_requests
+                engines.append(Engine.from_limits(host, role, limits))
             elif env.get("context_length") is not None:
-                context_len = max(context_len, int(env["context_length"]))
+                unsized_contexts.append(int(env["context_length"]))
+    memory = answer(engines, list(routers.values())).memory if engines else None
+    decode_running = memory.decode_running if memory else 0
+    context_len = min(([memory.per_call_context] if memory else []) + unsized_contexts, default=None)
     for host, env in routers.items():
-        errors += check_router(host, env, decode_running, context_len or None)
+        errors += check_router(host, env, decode_running, context_len)
     errors += fleet_pair_problems(all_hostvars, groups, model_config)
+    errors += sidedoor_problems(all_hostvars, groups)  # extra env and args, ports, addresses (sglang_sidedoors)
     return errors
+
+
+def envelope_problems(
+    type_errors: list[str],
+    models: list[Any],
+    model_config_found: bool,
+    models_dir: Any,
+    fleet_errors: list[str],
+    deep_problems: list[str],
+) -> list[str]:
+    """Every problem of the declared envelope, in the order the validation reports them: the types of the inventory
+    variables (the `inventory` entry point of sglang_validate's argument_specs), the model of the engine hosts
+    (`models`: their distinct sglang_model.name; one, with its config.json on the controller), the fleet rules
+    (check_fleet) and SGLang's and smg's own checks (the deep check). The model is judged only when the types
+    passed; [] means the envelope may be deployed."""
+    problems = list(type_errors)
+    if not type_errors and len(models) != 1:
+        problems.append(
+            f"sglang_model.name={','.join(str(m) for m in models)}: the engine hosts declare {len(models)} models, "
+            "one fleet serves one; fix: declare one sglang_model for every engine host"
+        )
+    if not type_errors and not model_config_found and len(models) == 1:
+        problems.append(
+            f"sglang_model.name={models[0]}: no model config at {models_dir}/{models[0]}/config.json; "
+            "fix: add the model config.json there or set sglang_validate_model_config"
+        )
+    return problems + list(fleet_errors) + list(deep_problems)
