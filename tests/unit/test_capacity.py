@@ -223,12 +223,13 @@ def test_requests_that_fit_count_whole_pages() -> None:
 
 def test_ties_name_the_pool_then_the_engine_slots_then_the_router(dsv4: dict[str, Any]) -> None:
     """When limits are equal, the table names the one nearest the GPU: the KV pool (memory), then the engine's
-    max_running_requests, then the router's cap (set to protect the engines below it)."""
+    max_running_requests, then the router's cap (set to protect the engines below it). A PD decode engine keeps
+    512 tokens free per call: a call of 8,192 tokens takes 8,704."""
     base = resolve_engine(dsv4, DECODE, 141)
-    limits = dataclasses.replace(base, max_total_num_tokens=64 * 8192, max_running_requests=64, page_size=256)
+    limits = dataclasses.replace(base, max_total_num_tokens=64 * 8704, max_running_requests=64, page_size=256)
     (row,) = concurrency_table(limits, [8192], router_concurrency=64)
     assert (row.fit_in_pool, row.concurrent, row.binding) == (64, 64, "kv_pool")
-    (row,) = concurrency_table(dataclasses.replace(limits, max_total_num_tokens=65 * 8192), [8192], 64)
+    (row,) = concurrency_table(dataclasses.replace(limits, max_total_num_tokens=65 * 8704), [8192], 64)
     assert (row.fit_in_pool, row.concurrent, row.binding) == (65, 64, "max_running_requests")
     (row,) = concurrency_table(dataclasses.replace(limits, max_running_requests=65), [8192], 63)
     assert (row.concurrent, row.binding) == (63, "router")

@@ -115,6 +115,8 @@ def test_render_names_the_scope_of_each_option() -> None:
         "    sglang_router.max_concurrent_requests: 3 -> 4",
         "    before -> after: 3 -> 6 at once; decode KV tokens 12,345 -> 12,345; decode running requests 7 -> 7; "
         "router None -> 4; per-call context 65,536 -> 65,536",
+        "if shorter calls are acceptable (these do not serve calls of 1,000 tokens; SGLang refuses or cuts them "
+        "short):",
         "option 2: context_length 512 (at 512 tokens per call)",
         "    sglang_decode.context_length: 1024 -> 512",
         "    before -> after: 3 -> 4 at once; decode KV tokens 12,345 -> 12,345; decode running requests 7 -> 7; "

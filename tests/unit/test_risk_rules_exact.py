@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import router_admission
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import (
     EngineState,
     Finding,
@@ -20,7 +21,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import (
     _Judge,
     _prefill_pool,
     _queue,
-    _router_cap,
     _timeouts,
     render,
 )
@@ -86,14 +86,17 @@ def fix(title: str, *lines: str) -> dict[str, Any]:
 
 def test_router_cap_sums_positive_caps() -> None:
     state = fleet(routers=[{"max_concurrent_requests": 1}, {"max_concurrent_requests": "2"}])
-    assert _router_cap(state) == 3
+    assert router_admission(state.routers) == 3
 
 
 def test_router_cap_is_unknown_when_any_router_has_none_or_zero() -> None:
-    assert _router_cap(fleet(routers=[{"max_concurrent_requests": 10}, {}])) is None
-    assert _router_cap(fleet(routers=[{"max_concurrent_requests": 10}, {"max_concurrent_requests": 0}])) is None
-    assert _router_cap(fleet(routers=[{"max_concurrent_requests": 0}])) is None
-    assert _router_cap(fleet(routers=[])) is None
+    assert router_admission(fleet(routers=[{"max_concurrent_requests": 10}, {}]).routers) is None
+    assert (
+        router_admission(fleet(routers=[{"max_concurrent_requests": 10}, {"max_concurrent_requests": 0}]).routers)
+        is None
+    )
+    assert router_admission(fleet(routers=[{"max_concurrent_requests": 0}]).routers) is None
+    assert router_admission(fleet(routers=[]).routers) is None
 
 
 # --- admission ---

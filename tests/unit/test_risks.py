@@ -106,7 +106,9 @@ def test_production_risks_come_with_fixes_that_pass_validation(production: tuple
     ids = [f.id for f in found]
     assert ids == ["router_admits_beyond_full_context", "single_decode_engine"], ids
     admission = found[0]
-    assert admission.numbers == {"router_max_concurrent_requests": 64, "decode_holds": 21, "tokens_per_call": 524288}
+    # The longest call a context_length of 524,288 serves is 524,286 tokens: 2,048 pages of 256 plus the 512-token
+    # PD decode reserve each; 11,159,040 // 524,800 = 21.
+    assert admission.numbers == {"router_max_concurrent_requests": 64, "decode_holds": 21, "tokens_per_call": 524286}
     for finding in found:
         assert finding.fixes and all(fix["valid"] and fix["diff"] for fix in finding.fixes), finding.fixes
     assert ["sglang_router.max_concurrent_requests: 64 -> 21"] in [fix["diff"] for fix in admission.fixes]

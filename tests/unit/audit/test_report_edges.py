@@ -43,18 +43,21 @@ def test_a_drift_line_keeps_a_trailing_capital_x() -> None:
     ]
 
 
-def test_a_router_admitting_zero_adds_nothing_to_the_router_sum() -> None:
+def test_a_router_admitting_zero_leaves_the_fleet_without_a_router_bound() -> None:
+    """smg reads max_concurrent_requests 0 as no limit: that router admits without bound, so the fleet does."""
     routers = [
         Server("r1", "router", "ok", live={"max_concurrent_requests": 0}),
         Server("r2", "router", "ok", live={"max_concurrent_requests": 8}),
     ]
     fleet = fleet_capacity(routers)
-    assert (fleet["router_max_concurrent_requests"], fleet["parallel_calls"]) == (8, 8)
+    assert fleet["router_max_concurrent_requests"] is None
+    assert "parallel_calls" not in fleet
 
 
 def test_the_declared_workload_adds_the_p90_admission_risk() -> None:
-    """1,000,000 tokens hold 15 calls of 65,536 and 64 (the running cap) of the declared p90 of 8,192: a router
-    admitting 200 is beyond both; without the declaration only the full-context risk is judged."""
+    """1,000,000 tokens hold 15 calls of the longest served (65,534 tokens: 65,536 in pages, plus the 512-token
+    admission reserve) and 64 (the running cap) of the declared p90 of 8,192: a router admitting 200 is beyond
+    both; without the declaration only the full-context risk is judged."""
     records = [
         {"host": "gpu1", "role": "decode", "live": {"live": dict(LIVE)}},
         {"host": "r", "role": "router", "layers": {"running": {"max_concurrent_requests": 200}}},
@@ -63,7 +66,7 @@ def test_the_declared_workload_adds_the_p90_admission_risk() -> None:
     with_declaration = build(records, declared=declared).risks
     admission = [r for r in with_declaration if r["id"].startswith("router_admits_beyond")]
     assert [(r["id"], r["numbers"]["decode_holds"], r["numbers"]["tokens_per_call"]) for r in admission] == [
-        ("router_admits_beyond_full_context", 15, 65536),
+        ("router_admits_beyond_full_context", 15, 65534),
         ("router_admits_beyond_p90_context", 64, 8192),
     ]
     assert [r["id"] for r in build(records).risks] == [

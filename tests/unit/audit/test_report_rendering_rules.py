@@ -243,7 +243,10 @@ def test_index_key_note(live: dict[str, Any], notes: list[str]) -> None:
 
 
 def test_engine_capacity_from_the_live_pool_with_bf16_keys() -> None:
-    """Full-length fit, what runs at once, the bf16 index-key cost and the ladder of contexts (router cap 32)."""
+    """Full-length fit, what runs at once, the bf16 index-key cost and the ladder of contexts (router cap 32).
+    A decode engine admits a call of whole pages plus SGLang's PD decode reserve of 512 tokens: 1,000,000 //
+    (4,096 + 512) = 217, // 8,704 = 114, // 33,280 = 30, // 66,048 = 15 (the fp8 pool of 1,086,720: 235, 124,
+    32, 16); the full-length call is served at most 65,534 tokens, two pages and the reserve: 15."""
     cap = engine_capacity(_decode(), 32)
     rows = cap.pop("_rows")
     assert cap == {
@@ -255,14 +258,16 @@ def test_engine_capacity_from_the_live_pool_with_bf16_keys() -> None:
         "bf16_index_k": True,
         "bf16_index_share": 0.08,
         "full_length_at_once": 15,
+        "ranks": 1,
+        "admission_reserve": 512,
         "bf16_index_tokens": 86720,
         "table": [
-            {"context_len": 4096, "fit_in_pool": 244, "concurrent": 32, "binding": "router",
-             "fit_fp8_index": 265, "lost_to_bf16_index": 21},
-            {"context_len": 8192, "fit_in_pool": 122, "concurrent": 32, "binding": "router",
-             "fit_fp8_index": 132, "lost_to_bf16_index": 10},
+            {"context_len": 4096, "fit_in_pool": 217, "concurrent": 32, "binding": "router",
+             "fit_fp8_index": 235, "lost_to_bf16_index": 18},
+            {"context_len": 8192, "fit_in_pool": 114, "concurrent": 32, "binding": "router",
+             "fit_fp8_index": 124, "lost_to_bf16_index": 10},
             {"context_len": 32768, "fit_in_pool": 30, "concurrent": 30, "binding": "kv_pool",
-             "fit_fp8_index": 33, "lost_to_bf16_index": 3},
+             "fit_fp8_index": 32, "lost_to_bf16_index": 2},
             {"context_len": 65536, "fit_in_pool": 15, "concurrent": 15, "binding": "kv_pool",
              "fit_fp8_index": 16, "lost_to_bf16_index": 1},
         ],
@@ -271,7 +276,8 @@ def test_engine_capacity_from_the_live_pool_with_bf16_keys() -> None:
 
 
 def test_engine_capacity_with_fp8_keys_and_no_router() -> None:
-    """fp8 keys: no bf16 cost, no fp8 column; running slots bind when they are fewer than the pool holds."""
+    """fp8 keys: no bf16 cost, no fp8 column; running slots bind when they are fewer than the pool holds
+    (1,000,000 // (4,094 served + 512 reserve) = 217 at full length, // (4,096 + 512) = 217 on the ladder)."""
     server = _decode(context_length=4096, max_running_requests=100, page_size=None)
     server.rows = [_row("bf16_index_k", {"declared": True, "on_disk": True, "running": None, "effective": False})]
     cap = engine_capacity(server, None)
@@ -281,12 +287,14 @@ def test_engine_capacity_with_fp8_keys_and_no_router() -> None:
         "pool_tokens": 1_000_000,
         "page_size": 1,
         "max_running_requests": 100,
-        "full_length_fit": 244,
+        "full_length_fit": 217,
         "bf16_index_k": False,
         "bf16_index_share": 0.08,
         "full_length_at_once": 100,
+        "ranks": 1,
+        "admission_reserve": 512,
         "table": [
-            {"context_len": 4096, "fit_in_pool": 244, "concurrent": 100, "binding": "max_running_requests",
+            {"context_len": 4096, "fit_in_pool": 217, "concurrent": 100, "binding": "max_running_requests",
              "fit_fp8_index": None, "lost_to_bf16_index": None},
         ],
     }  # fmt: skip
@@ -329,20 +337,21 @@ def _router(host: str, **live: Any) -> Server:
     return Server(host, "router", "ok", live=live)
 
 
-def _capped(host: str, running: int, at_once: int, fit: int, context: int, pool: int) -> Server:
+def _capped(host: str, running: int, context: int, pool: int) -> Server:
+    """A decode engine's live capacity entry: page 1, no admission reserve."""
     server = Server(host, "decode", "ok")
-    server.capacity = {"max_running_requests": running, "full_length_at_once": at_once, "full_length_fit": fit,
-                       "context_length": context, "pool_tokens": pool}  # fmt: skip
+    server.capacity = {"max_running_requests": running, "context_length": context, "pool_tokens": pool}
     return server
 
 
 def test_fleet_capacity_sums_routers_and_decode_engines() -> None:
-    """Routers' caps and queues add up, the longest timeout counts; decode engines add up at the shortest context."""
+    """Routers' caps and queues add up, the longest timeout counts; decode engines add up at the shortest context,
+    each call served 65,534 tokens: d1 holds 3,000,000 // 65,534 = 45 (runs 32), d2 2,000,000 // 65,534 = 30."""
     servers = [
         _router("r1", max_concurrent_requests=40, queue_size=100, queue_timeout_secs=30),
         _router("r2", max_concurrent_requests=24, queue_size=28, queue_timeout_secs=60),
-        _capped("d1", 32, 20, 20, 131072, 3_000_000),
-        _capped("d2", 32, 32, 40, 65536, 2_000_000),
+        _capped("d1", 32, 131072, 3_000_000),
+        _capped("d2", 32, 65536, 2_000_000),
         Server("p1", "prefill", "ok", capacity={"max_running_requests": 999}),
         Server("d3", "decode", "ok"),
         Server("r3", "router", "unreachable"),
@@ -354,23 +363,24 @@ def test_fleet_capacity_sums_routers_and_decode_engines() -> None:
         "router_queue_size": 128,
         "router_queue_timeout_secs": 60,
         "decode_running": 64,
-        "decode_full_length_at_once": 52,
-        "decode_full_length_fit": 60,
+        "decode_full_length_at_once": 62,
+        "decode_full_length_fit": 75,
         "context_length": 65536,
         "decode_pool_tokens": 5_000_000,
         "parallel_calls": 64,
         "binding": "router max_concurrent_requests = decode fleet max_running_requests",
-        "parallel_calls_full_context": 60,
+        "parallel_calls_full_context": 62,
         "binding_full_context": "decode KV pools at full context",
     }
 
 
 def test_fleet_capacity_router_without_cap() -> None:
-    """A router without max_concurrent_requests leaves the fleet uncapped at the router; the decode slots bind."""
+    """A router without max_concurrent_requests leaves the fleet uncapped at the router; the decode slots bind
+    (the pool holds 36,846 // 4,094 = 9 calls at full length)."""
     servers = [
         _router("r1", max_concurrent_requests=40),
         _router("r2", queue_size=None),
-        _capped("d", 8, 8, 9, 4096, 1),
+        _capped("d", 8, 4096, 36_846),
     ]
     assert fleet_capacity(servers) == {
         "routers": 2,
@@ -382,7 +392,7 @@ def test_fleet_capacity_router_without_cap() -> None:
         "decode_full_length_at_once": 8,
         "decode_full_length_fit": 9,
         "context_length": 4096,
-        "decode_pool_tokens": 1,
+        "decode_pool_tokens": 36_846,
         "parallel_calls": 8,
         "binding": "decode fleet max_running_requests",
         "parallel_calls_full_context": 8,
@@ -405,8 +415,8 @@ def test_fleet_capacity_routers_only_and_nothing() -> None:
 
 
 def test_fleet_capacity_pools_bind_at_full_context_together_with_slots() -> None:
-    """Equal bounds at full context are named together, in order."""
-    fleet = fleet_capacity([_capped("d", 8, 8, 8, 4096, 1)])
+    """Equal bounds at full context are named together, in order (32,752 // 4,094 = 8 calls, 8 slots)."""
+    fleet = fleet_capacity([_capped("d", 8, 4096, 32_752)])
     assert (fleet["parallel_calls_full_context"], fleet["binding_full_context"]) == (
         8,
         "decode fleet max_running_requests = decode KV pools at full context",
@@ -472,7 +482,7 @@ def test_live_state_takes_live_values_over_declared_ones() -> None:
             "decode",
             {"context_length": 65536, "max_queued_requests": 16, "max_total_tokens": 1_000_000,
              "max_running_requests": 64, "page_size": 256},
-            1_000_000, 64, 65536, 256, 141.0,
+            1_000_000, 64, 65536, 256, 141.0, 1, 512,
         )
     ]  # fmt: skip
     assert state.routers == [{"max_concurrent_requests": 8}]

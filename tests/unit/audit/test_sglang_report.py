@@ -74,10 +74,11 @@ def test_clean_fleet_passes_and_names_the_binding_limit() -> None:
     assert fleet["decode_running"] == 64 and fleet["router_max_concurrent_requests"] == 128
     assert (fleet["parallel_calls"], fleet["binding"]) == (64, "decode fleet max_running_requests")
     decode = report.servers[0]
-    # SGLang's pool for this envelope: 11,159,040 tokens = 43,590 pages of 256. A 131,072-token request takes
-    # 512 pages, so 85 full-length requests fit (85 x 512 = 43,520 pages; 86 would need 44,032); 64 slots run.
+    # SGLang's pool for this envelope: 11,159,040 tokens. The longest call served (131,070 tokens) takes 512 pages
+    # of 256, and PD decode admission keeps 512 tokens free per call: 84 fit (84 x 131,584 = 11,053,056; 85
+    # would need 11,184,640); 64 slots run.
     assert decode.capacity["pool_tokens"] == 11_159_040
-    assert decode.capacity["full_length_fit"] == 85
+    assert decode.capacity["full_length_fit"] == 84
     assert decode.capacity["full_length_at_once"] == 64
     assert decode.capacity["bf16_index_k"] is True
     share = decode.capacity["bf16_index_share"]
@@ -86,7 +87,7 @@ def test_clean_fleet_passes_and_names_the_binding_limit() -> None:
     assert "parallel calls: 64, bound by decode fleet max_running_requests" in text
     # 85 fit in the pools at the full context, so the running slots bind there too, not the KV pools.
     assert "full context of 131072 tokens: 64, bound by decode fleet max_running_requests\n" in text
-    assert "85 full-length requests fit; with max_running_requests 64, 64 run at once" in text
+    assert "84 full-length requests fit; with max_running_requests 64, 64 run at once" in text
     assert f"bf16 index keys cost {share * 100:.1f}% of the KV pool" in text
 
 
@@ -204,14 +205,15 @@ def test_risks_are_judged_on_the_live_values_with_fixes_from_the_declaration() -
     hostvars, groups = shipped_inventory("lab")
     fleet = fleet_from_inventory(hostvars, groups)
     config = model_config_for(hostvars[fleet.hosts("decode")[0]])
-    # 85 calls of the fixture's 131,072-token context fit, 64 run: a router admitting 128 is above that.
+    # 84 calls of the longest the fixture's 131,072-token context serves fit, 64 run: a router admitting 128 is
+    # above that.
     records = [decode_record(host=fleet.hosts("decode")[0]), router_record(max_concurrent_requests=128)]
     report = build(records, declared=fleet, model_config=config)
     admission = next(r for r in report.risks if r["id"] == "router_admits_beyond_full_context")
     live = report.servers[0].live
     assert admission["numbers"]["router_max_concurrent_requests"] == 128
     assert admission["numbers"]["decode_holds"] == 64
-    assert admission["numbers"]["tokens_per_call"] == live["context_length"]
+    assert admission["numbers"]["tokens_per_call"] == live["context_length"] - 2
     assert admission["fixes"] and all(fix["valid"] for fix in admission["fixes"])
     text = render_text(report)
     assert "risks (from the live values):" in text and "warn: router_admits_beyond_full_context" in text

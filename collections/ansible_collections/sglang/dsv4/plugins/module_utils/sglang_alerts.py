@@ -19,6 +19,7 @@ from typing import Any
 
 from .sglang_declared import GROUPS, engine_envelope, model_inputs, router_envelope, workers
 from .sglang_drift import predict
+from .sglang_fleet import Engine, Memory, answer, ranks_of
 from .sglang_schema import EnvelopeError
 
 ENGINE_JOB = "sglang_engine"
@@ -167,6 +168,16 @@ class RouterTarget:
 class Fleet:
     engines: list[EngineTarget]
     routers: list[RouterTarget]
+
+    def memory(self) -> Memory | None:
+        """The fleet answer (sglang_fleet) from the predicted limits, at the served per-call context."""
+        engines = [
+            Engine(e.host, e.role, e.pool, (e.max_running or 1) // ranks_of(e.predicted), e.context_length,
+                   int(e.predicted.get("page_size") or 1), ranks_of(e.predicted))
+            for e in self.engines
+            if e.pool and e.context_length
+        ]  # fmt: skip
+        return answer(engines, [r.declared for r in self.routers]).memory if engines else None
 
 
 def fleet(

@@ -43,12 +43,38 @@ DSV4_QUANT_TILE = 64  # nope dims per fp8 scale byte in the V4 latent layout
 DSV4_STATE_BYTES = 4  # compress state is fp32 (SGLANG_DSV4_COMPRESS_STATE_DTYPE default)
 DSV4_SMALL_BATCH = 32  # PD decode reserves 2x extra request slots at or below this per-rank batch
 RESERVED_DECODE_TOKENS = 5  # max_req_input_len = max_req_len - 5
+# PD decode admission keeps this many free tokens per active request (--num-reserved-decode-tokens default,
+# arg_groups/fields/disagg.py; disaggregation/decode.py _allocatable_token_budgets, _required_admission_tokens).
+PD_DECODE_ADMISSION_RESERVE = 512
+# chunked_prefill_size when unset, by GPU memory (memory_hook.handle_gpu_memory_settings): (below MiB, tokens).
+CHUNK_BY_GPU_MIB = ((20 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192))
+CHUNK_LARGE_GPU = 16384
 
 
 def request_lengths(context_len: int, tokens: int) -> tuple[int, int]:
     """SGLang's (max_req_len, max_req_input_len) for a context length and a KV pool of `tokens`."""
     max_req_len = min(context_len - 1, tokens - 1)
     return max_req_len, max_req_len - RESERVED_DECODE_TOKENS
+
+
+def served_tokens(max_req_len: int) -> int:
+    """The most tokens (prompt + output) one call is served: the scheduler caps max_new_tokens at
+    max_req_len - input - 1, so a context_length of X serves X - 2."""
+    return max_req_len - 1
+
+
+def admission_reserve(resolved: Mapping[str, Any]) -> int:
+    """Tokens a PD decode engine keeps free per active request before it admits one more; 0 elsewhere."""
+    if resolved.get("disaggregation_mode") != "decode":
+        return 0
+    declared = resolved.get("num_reserved_decode_tokens")
+    return PD_DECODE_ADMISSION_RESERVE if declared is None else int(declared)
+
+
+def default_chunked_prefill_size(gpu_memory_gib: float) -> int:
+    """SGLang's chunked_prefill_size when unset, from the GPU's memory."""
+    mib = gpu_memory_gib * 1024
+    return next((chunk for below, chunk in CHUNK_BY_GPU_MIB if mib < below), CHUNK_LARGE_GPU)
 
 
 class CapacityError(ValueError):
@@ -257,7 +283,7 @@ def resolve_args(config: Mapping[str, Any], envelope: Mapping[str, Any], gpu_mem
     out.setdefault("disaggregation_mode", "null")
     out["disaggregation_mode"] = out["disaggregation_mode"] or "null"
     if out.get("chunked_prefill_size") is None:
-        out["chunked_prefill_size"] = 8192 if gpu_memory_gib >= 90 else 4096
+        out["chunked_prefill_size"] = default_chunked_prefill_size(gpu_memory_gib)
     if out.get("max_prefill_tokens") is None:
         out["max_prefill_tokens"] = 16384
     kv = out.get("kv_cache_dtype") or "auto"
@@ -301,6 +327,7 @@ class EngineLimits:
     weights_bytes: int
     kv_budget_bytes: int
     memory_usage: dict[str, Any]
+    admission_reserve: int = 0  # tokens kept free per active request (PD decode)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -444,6 +471,7 @@ def resolve_engine(
         weights_bytes=weights,
         kv_budget_bytes=int(rest),
         memory_usage=memory,
+        admission_reserve=admission_reserve(args),
     )
 
 
@@ -471,9 +499,11 @@ class ConcurrencyRow:
     lost_to_bf16_index: int | None
 
 
-def requests_that_fit(pool_tokens: int, request_tokens: int, page_size: int) -> int:
-    """Requests of `request_tokens` each that the pool holds at once (each rounds up to whole pages)."""
-    return pool_tokens // _ceil_to(max(1, request_tokens), page_size)
+def requests_that_fit(pool_tokens: int, request_tokens: int, page_size: int, reserve: int = 0) -> int:
+    """Requests of `request_tokens` each that the pool holds at once: each rounds up to whole pages, plus the
+    admission `reserve` a PD decode engine keeps free per active request (the k-th is admitted while
+    pool - (k - 1) x (pages + reserve) >= pages + reserve)."""
+    return pool_tokens // (_ceil_to(max(1, request_tokens), page_size) + max(0, reserve))
 
 
 def concurrency_table(
@@ -485,14 +515,16 @@ def concurrency_table(
     """For each per-call context length: requests that fit at once and which limit binds first."""
     rows = []
     for length in sorted({int(c) for c in context_lens}):
-        fit = requests_that_fit(limits.max_total_num_tokens, length, limits.page_size)
+        fit = requests_that_fit(limits.max_total_num_tokens, length, limits.page_size, limits.admission_reserve)
         bounds = {"kv_pool": fit, "max_running_requests": limits.max_running_requests}
         if router_concurrency is not None and router_concurrency > 0:
             bounds["router"] = router_concurrency
         binding = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
         fp8_fit = None
         if fp8_limits is not None:
-            fp8_fit = requests_that_fit(fp8_limits.max_total_num_tokens, length, fp8_limits.page_size)
+            fp8_fit = requests_that_fit(
+                fp8_limits.max_total_num_tokens, length, fp8_limits.page_size, fp8_limits.admission_reserve
+            )
         rows.append(
             ConcurrencyRow(length, fit, bounds[binding], binding, fp8_fit, None if fp8_fit is None else fp8_fit - fit)
         )

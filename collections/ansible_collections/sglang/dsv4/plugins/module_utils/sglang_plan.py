@@ -9,27 +9,26 @@ Levers, as an operator would pull them:
 - more decode hosts (copies of a declared decode host's envelope);
 - mem_fraction_static on decode, up to what SGLang would choose by itself on that GPU (never beyond);
 - fp8 index keys (more KV tokens, at the cost of long-context recall);
-- a lower context_length, so that the fleet guarantees N parallel calls at its full per-call context;
+- a lower context_length, so that the fleet guarantees N parallel calls at its full per-call context: calls
+  shorter than asked, so such options are listed apart ("if shorter calls are acceptable"), never as answers;
 - and, always, max_running_requests and the router's max_concurrent_requests raised to admit N.
+
+What the fleet runs at once is the fleet answer (plugins/module_utils/sglang_fleet.py); the planner only asks it.
 """
 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sglang_capacity import (
-    EngineLimits,
-    activation_tokens,
-    concurrency_table,
-    default_mem_fraction,
-    requests_that_fit,
-)
+from .sglang_capacity import EngineLimits, activation_tokens, default_mem_fraction
 from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+from .sglang_fleet import Engine, FleetAnswer, answer
 from .sglang_schema import parse_size
 from .sglang_validate import check_fleet, engine_limits
 
@@ -92,6 +91,7 @@ class Fit:
     context_length: int
     router_cap: int | None
     per_engine: tuple[int, ...] = ()
+    served_tokens: int | None = None  # the most tokens one call is served (per-call context - 2)
 
 
 def _limits(fleet: Fleet, role: str, model_config: Mapping[str, Any]) -> list[tuple[str, EngineLimits]]:
@@ -102,40 +102,38 @@ def _limits(fleet: Fleet, role: str, model_config: Mapping[str, Any]) -> list[tu
     return out
 
 
-def fleet_fit(fleet: Fleet, model_config: Mapping[str, Any], tokens: int) -> Fit:
-    """Calls of `tokens` the fleet runs at once: each decode engine's concurrency row (pool, running requests),
-    summed, then the router's admission, the per-call context and the prefill pools."""
-    decode = _limits(fleet, "decode", model_config)
-    prefill = _limits(fleet, "prefill", model_config)
-    if not decode:
+def engines(fleet: Fleet, model_config: Mapping[str, Any]) -> list[Engine]:
+    """The declared engines with the limits the capacity model gives them, prefill first."""
+    return [
+        Engine.from_limits(host, role, limits)
+        for role in ("prefill", "decode")
+        for host, limits in _limits(fleet, role, model_config)
+    ]
+
+
+def fleet_answer(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None) -> FleetAnswer:
+    """The fleet answer of the declared fleet for calls of `tokens` (None: at its served per-call context)."""
+    if not fleet.hosts("decode"):
         raise PlanError("the inventory has no host in group sglang_decode; fix: declare the decode engines")
     routers = [router_envelope(fleet.hostvars[h]) for h in fleet.hosts("router")]
-    caps = [int(c) for r in routers if (c := r.get("max_concurrent_requests")) is not None]
-    router_cap = sum(caps) if routers and len(caps) == len(routers) and all(c > 0 for c in caps) else None
-    rows = [concurrency_table(limits, [tokens])[0] for _host, limits in decode]
-    per_engine = tuple(row.concurrent for row in rows)
-    context = min(limits.context_len for _host, limits in decode + prefill)
-    decode_bound = "decode KV pools" if any(r.binding == "kv_pool" for r in rows) else "decode max_running_requests"
-    bounds = {decode_bound: sum(per_engine)}
-    if router_cap is not None:
-        bounds["router max_concurrent_requests"] = router_cap
-    if tokens > context:
-        bounds["per-call context_length"] = 0
-    if prefill and all(
-        requests_that_fit(lim.max_total_num_tokens, tokens, lim.page_size) < 1 for _host, lim in prefill
-    ):
-        bounds["prefill KV pools"] = 0
-    binding = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
+    return answer(engines(fleet, model_config), routers, tokens)
+
+
+def fleet_fit(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None) -> Fit:
+    """Calls of `tokens` the fleet runs at once and what binds (sglang_fleet's answer); None: calls at the
+    served per-call context."""
+    memory = fleet_answer(fleet, model_config, tokens).memory
     return Fit(
-        tokens=tokens,
-        parallel=bounds[binding],
-        binding=binding,
-        decode_engines=len(decode),
-        decode_pool_tokens=sum(lim.max_total_num_tokens for _host, lim in decode),
-        decode_running=sum(lim.max_running_requests for _host, lim in decode),
-        context_length=context,
-        router_cap=router_cap,
-        per_engine=per_engine,
+        tokens=memory.tokens,
+        parallel=memory.parallel,
+        binding=memory.binding,
+        decode_engines=memory.decode_engines,
+        decode_pool_tokens=memory.total_context,
+        decode_running=memory.decode_running,
+        context_length=memory.per_call_context,
+        router_cap=memory.router_admits,
+        per_engine=tuple(c.per_engine for c in memory.decode),
+        served_tokens=memory.served_tokens,
     )
 
 
@@ -150,9 +148,11 @@ class Option:
     caveats: list[str] = field(default_factory=list)
     fleet: Fleet | None = None
     after: Fit | None = None
-    exact: bool = True  # serves the shape as asked (False: at a lower per-call context)
+    exact: bool = True  # serves the shape as asked (False: shorter calls, at a lower per-call context)
     rank: tuple[Any, ...] = ()
     refused: list[str] = field(default_factory=list)  # the validation's problems with this change
+    times: list[str] = field(default_factory=list)  # predicted TTFT / ITL lines, when a time model was asked
+    meets_slo: bool | None = None  # None: no SLO asked or no time predicted
 
     def changed_fleet(self) -> Fleet:
         """The fleet with this option's changes; every option the planner builds has one."""
@@ -161,14 +161,30 @@ class Option:
         return self.fleet
 
     def tokens(self, shape: Shape) -> int:
-        """Tokens per call this option serves: the shape's, or the lowered context_length."""
-        lowered = [after for var, _before, after in self.changes if var.endswith(".context_length")]
-        return int(lowered[0]) if lowered else shape.tokens
+        """Tokens per call this option serves: the shape's, or what the lowered context_length serves."""
+        if self.exact or self.after is None or self.after.served_tokens is None:
+            return shape.tokens
+        return min(shape.tokens, self.after.served_tokens)
 
     def diff_lines(self) -> list[str]:
-        lines = [f"inventory: add host {h} to group sglang_decode" for h in self.added_hosts]
+        lines = []
+        for role in ("decode", "prefill"):
+            added = [h for h in self.added_hosts if _role_of(h) == role]
+            if len(added) > 3:  # many copies of one engine: one line
+                first, last = added[0].split(" ", 1)[0], added[-1].split(" ", 1)[0]
+                source = added[0].split("(a copy of ", 1)[1].split(",", 1)[0]
+                lines.append(
+                    f"inventory: add hosts {first} .. {last} to group sglang_{role} ({len(added)} copies of {source})"
+                )
+            else:
+                lines += [f"inventory: add host {h} to group sglang_{role}" for h in added]
         lines += [f"{var}: {before} -> {after}" for var, before, after in self.changes]
         return lines
+
+
+def _role_of(added: str) -> str:
+    """The role of an added host, from its description ("name (a copy of host's <role> engine, ...)")."""
+    return "prefill" if "'s prefill engine" in added else "decode"
 
 
 def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
@@ -187,15 +203,48 @@ def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
             seen.add(where)
 
 
-def _add_decode_hosts(fleet: Fleet, option: Option, count: int) -> None:
-    template = fleet.hosts("decode")[0]
+def _add_hosts(fleet: Fleet, option: Option, role: str, count: int) -> None:
+    """`count` new hosts in group sglang_<role>, each a copy of the role's first host (its envelope and GPUs)."""
+    template = fleet.hosts(role)[0]
     for i in range(1, count + 1):
-        name = f"{template}-decode{len(fleet.hosts('decode')) + 1}"
+        name = f"{template}-{role}{len(fleet.hosts(role)) + 1}"
         hv = copy.deepcopy(fleet.hostvars[template])
         hv["inventory_hostname"] = name
+        for own in ("sglang_advertise_host", "ansible_host"):  # a new host is reached at its own address
+            hv.pop(own, None)
         fleet.hostvars[name] = hv
-        fleet.groups.setdefault(GROUPS["decode"], []).append(name)
-        option.added_hosts.append(f"{name} (a copy of {template}'s decode engine, {i} of {count})")
+        fleet.groups.setdefault(GROUPS[role], []).append(name)
+        option.added_hosts.append(f"{name} (a copy of {template}'s {role} engine, {i} of {count})")
+    _advertise_beyond_loopback(fleet, option)
+
+
+def _add_decode_hosts(fleet: Fleet, option: Option, count: int) -> None:
+    _add_hosts(fleet, option, "decode", count)
+
+
+def _add_prefill_hosts(fleet: Fleet, option: Option, count: int) -> None:
+    """More prefill engines (xPyD): smg spreads the prompts over them; the decode side is unchanged."""
+    _add_hosts(fleet, option, "prefill", count)
+
+
+def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
+    """Hosts that advertised loopback (one host served everything) are now reached from other hosts: they advertise
+    their inventory name instead (the operator may put an address there)."""
+    for host in sorted({h for role in ("prefill", "decode", "router") for h in fleet.hosts(role)}):
+        hv = fleet.hostvars[host]
+        before = hv.get("sglang_advertise_host") or hv.get("ansible_host")
+        if before and _is_loopback(str(before)):
+            hv["sglang_advertise_host"] = host
+            option.changes.append(
+                (f"{host}: sglang_advertise_host", before, f"{host} (an address the new hosts reach)")
+            )
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls: int) -> None:
@@ -205,7 +254,7 @@ def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls:
     declared = [engine_envelope("decode", fleet.hostvars[h]).get("max_running_requests") for h in fleet.hosts("decode")]
     if any(d is not None and int(d) < need for d in declared):
         _set(fleet, option, "decode", "max_running_requests", need)
-    running = sum(lim.max_running_requests for _host, lim in _limits(fleet, "decode", model_config))
+    running = fleet_fit(fleet, model_config, None).decode_running
     for host in fleet.hosts("router"):
         cap = router_envelope(fleet.hostvars[host]).get("max_concurrent_requests")
         if cap is not None and 0 < int(cap) < calls:
@@ -253,15 +302,16 @@ def _variant(
 def _lower_context(
     base: Fleet, model_config: Mapping[str, Any], shape: Shape, *, fp8: bool, fraction: float | None
 ) -> Option | None:
-    """The largest per-call context (page aligned) at which the fleet, so changed, runs `shape.calls` at once."""
+    """The largest per-call context (page aligned) at which the fleet, so changed, runs `shape.calls` calls at
+    once, each as long as that context serves (context_length - 2 tokens)."""
     page = _limits(base, "decode", model_config)[0][1].page_size
 
-    def fits(tokens: int) -> tuple[bool, Option]:
-        option = _variant(base, model_config, Shape(shape.calls, tokens), fp8=fp8, fraction=fraction, extra=0)
+    def fits(context: int) -> tuple[bool, Option]:
+        option = _variant(base, model_config, Shape(shape.calls, context), fp8=fp8, fraction=fraction, extra=0)
         changed = option.changed_fleet()
         for role in ("prefill", "decode"):
-            _set(changed, option, role, "context_length", tokens)
-        return fleet_fit(changed, model_config, tokens).parallel >= shape.calls, option
+            _set(changed, option, role, "context_length", context)
+        return fleet_fit(changed, model_config, None).parallel >= shape.calls, option
 
     low, high, best = 1, shape.tokens // page, None
     while low <= high:
@@ -273,10 +323,13 @@ def _lower_context(
             high = mid - 1
     if best is None:
         return None
-    tokens = best.tokens(shape)
-    best.title = f"context_length {tokens:,}" + (f", {best.title}" if best.title != "admit more calls" else "")
+    context = int(next(after for var, _before, after in best.changes if var.endswith(".context_length")))
+    served = fleet_fit(best.changed_fleet(), model_config, None).served_tokens or context
+    best.title = f"context_length {context:,}" + (f", {best.title}" if best.title != "admit more calls" else "")
     best.exact = False
-    best.caveats.append(f"calls longer than {tokens:,} tokens are refused (the shape asked for {shape.tokens:,})")
+    best.caveats.append(
+        f"calls longer than {served:,} tokens are cut short or refused (the shape asked for {shape.tokens:,})"
+    )
     return best
 
 
@@ -284,8 +337,12 @@ def _lower_context(
 class Plan:
     shape: Shape
     today: Fit
-    options: list[Option]
+    options: list[Option]  # answers: each serves the shape as asked
     refused: list[str] = field(default_factory=list)  # options the validation refused, with the first reason
+    shorter: list[Option] = field(default_factory=list)  # serve the calls only shorter than asked
+    today_times: list[str] = field(default_factory=list)  # predicted TTFT / ITL of today's fleet, when asked
+    today_meets_slo: bool | None = None
+    slo: str = ""  # the SLO asked, in words ("" none)
 
     @property
     def fits_today(self) -> bool:
@@ -321,7 +378,7 @@ def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int 
         if problems:
             result.refused.append(f"{option.title}: {problems[0]}")
             continue
-        option.after = fleet_fit(changed, model_config, option.tokens(shape))
+        option.after = fleet_fit(changed, model_config, shape.tokens if option.exact else None)
         option.rank = (
             not option.exact,
             len(option.added_hosts),
@@ -329,8 +386,9 @@ def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int 
             -option.after.tokens,
             len(option.changes),
         )
-        result.options.append(option)
+        (result.options if option.exact else result.shorter).append(option)
     result.options = _undominated(sorted(result.options, key=lambda o: o.rank))[:most]
+    result.shorter = sorted(result.shorter, key=lambda o: o.rank)[:most]
     return result
 
 
@@ -341,6 +399,7 @@ def change(
     settings: list[tuple[str, str, Any]],
     *,
     add_decode_hosts: int = 0,
+    add_prefill_hosts: int = 0,
 ) -> Option:
     """An envelope change as an option: `settings` are (role, key, value); the result carries the validation's
     verdict in `refused` (empty when the changed fleet passes)."""
@@ -348,11 +407,44 @@ def change(
     option = Option(title)
     if add_decode_hosts:
         _add_decode_hosts(changed, option, add_decode_hosts)
+    if add_prefill_hosts:
+        _add_prefill_hosts(changed, option, add_prefill_hosts)
     for role, key, value in settings:
         _set(changed, option, role, key, value)
     option.fleet = changed
     option.refused = check_fleet(changed.hostvars, changed.groups, model_config)
     return option
+
+
+def extend(
+    option: Option,
+    model_config: Mapping[str, Any],
+    shape: Shape,
+    title: str,
+    settings: list[tuple[str, str, Any]],
+    *,
+    add_prefill_hosts: int = 0,
+) -> Option:
+    """`option` with more changes on top (prefill hosts, then `settings` as (role, key, value)), sized for `shape`
+    and checked by the validation like any option."""
+    changed = option.changed_fleet().copy()
+    out = Option(
+        f"{option.title}, {title}" if option.title != "admit more calls" else title,
+        changes=list(option.changes),
+        added_hosts=list(option.added_hosts),
+        caveats=list(option.caveats),
+        exact=option.exact,
+    )
+    if add_prefill_hosts:
+        _add_prefill_hosts(changed, out, add_prefill_hosts)
+    for role, key, value in settings:
+        _set(changed, out, role, key, value)
+    out.fleet = changed
+    out.refused = check_fleet(changed.hostvars, changed.groups, model_config)
+    if not out.refused:
+        out.after = fleet_fit(changed, model_config, shape.tokens if out.exact else option.tokens(shape))
+        out.rank = (not out.exact, len(out.added_hosts), *option.rank[2:])
+    return out
 
 
 def _undominated(options: list[Option]) -> list[Option]:
@@ -381,19 +473,38 @@ def describe_fit(fit: Fit) -> str:
 
 def render(result: Plan, inventory: str) -> str:
     shape, today = result.shape, result.today
-    lines = [f"want {shape} ({inventory})", f"today: {describe_fit(today)}"]
+    lines = [
+        f"want {shape} ({inventory})" + (f", SLO {result.slo}" if result.slo else ""),
+        f"today: {describe_fit(today)}",
+    ]
+    lines += [f"    {line}" for line in result.today_times]
     if result.fits_today:
-        lines.append(f"fits: {today.parallel} >= {shape.calls}; nothing to change")
-        return "\n".join(lines) + "\n"
-    lines.append(f"does not fit: {today.parallel} < {shape.calls}")
-    if not result.options:
+        if result.today_meets_slo is False:
+            lines.append(f"fits in memory: {today.parallel} >= {shape.calls}; but not the SLO ({result.slo})")
+        else:
+            lines.append(f"fits: {today.parallel} >= {shape.calls}; nothing to change")
+            return "\n".join(lines) + "\n"
+    else:
+        lines.append(f"does not fit: {today.parallel} < {shape.calls}")
+    answers = [o for o in result.options if o.exact]
+    shorter = [o for o in result.options if not o.exact] + result.shorter
+    if not answers:
         lines.append("no option within the planner's levers fits; see the refused options below")
-    for number, option in enumerate(result.options, 1):
+    numbered = list(enumerate(answers + shorter, 1))
+    for number, option in numbered:
         after = option.after
         if after is None:
             raise PlanError(f"option {option.title!r} was never sized")
+        if number == len(answers) + 1:
+            lines.append(
+                f"if shorter calls are acceptable (these do not serve calls of {shape.tokens:,} tokens; "
+                "SGLang refuses or cuts them short):"
+            )
         scope = "as asked" if option.exact else f"at {after.tokens:,} tokens per call"
-        lines.append(f"option {number}: {option.title} ({scope})")
+        label = ""
+        if option.meets_slo is not None:
+            label = "; meets the SLO" if option.meets_slo else "; meets memory, not the SLO"
+        lines.append(f"option {number}: {option.title} ({scope}{label})")
         lines += [f"    {line}" for line in option.diff_lines()]
         lines.append(
             f"    before -> after: {today.parallel} -> {after.parallel} at once; decode KV tokens "
@@ -402,6 +513,7 @@ def render(result: Plan, inventory: str) -> str:
             f"{today.router_cap} -> {after.router_cap}; per-call context {today.context_length:,} -> "
             f"{after.context_length:,}"
         )
+        lines += [f"    {line}" for line in option.times]
         lines += [f"    caveat: {c}" for c in option.caveats]
     lines += [f"refused by validation: {r}" for r in result.refused]
     return "\n".join(lines) + "\n"

@@ -8,11 +8,11 @@ max_payload_size, then admission (how many such requests run at once, how many w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sglang_capacity import requests_that_fit
+from .sglang_fleet import Engine, answer
 from .sglang_validate import payload_bytes
 
 # Chat requests carry a template around the prompt; the rendered template adds a few tokens per message.
@@ -65,9 +65,11 @@ def check_request(
     max_new_tokens: int,
     chat: bool = False,
     decode_engines: int = 1,
+    engines: Sequence[Engine] | None = None,
 ) -> Verdict:
     """The verdict for one request shape against one decode engine's limits (capacity model EngineLimits) and
-    the router envelope; `decode_engines` engines like it share the router's admission."""
+    the router envelope. Admission is the fleet answer over `engines` (sglang_fleet), else over
+    `decode_engines` engines like the one given."""
     prompt = input_tokens + (CHAT_TEMPLATE_TOKENS if chat else 0)
     error = length_error(limits.context_len, limits.max_req_input_len, prompt, max_new_tokens)
     if error:
@@ -89,14 +91,8 @@ def check_request(
             f"Request body exceeded the payload limit (max_payload_size) (a body of up to {body} bytes "
             f"against max_payload_size={size})",
         )
-    per_engine = min(
-        requests_that_fit(limits.max_total_num_tokens, prompt + max_new_tokens, limits.page_size),
-        limits.max_running_requests,
-    )
-    fits = per_engine * max(1, decode_engines)
-    bound = router.get("max_concurrent_requests")
-    if bound is not None and int(bound) > 0:
-        fits = min(fits, int(bound))
+    fleet = list(engines or [Engine.from_limits("decode", "decode", limits)] * max(1, decode_engines))
+    fits = answer(fleet, [router], prompt + max_new_tokens).memory.parallel
     if fits < 1:
         return Verdict(
             "admission",

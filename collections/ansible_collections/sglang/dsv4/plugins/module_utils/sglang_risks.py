@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .sglang_capacity import activation_tokens, default_mem_fraction, is_dsv4, requests_that_fit
+from .sglang_capacity import activation_tokens, default_mem_fraction, is_dsv4
 from .sglang_declared import engine_envelope, router_envelope
+from .sglang_fleet import Engine, Memory, answer, ranks_of
 from .sglang_plan import Fleet, Option, Shape, change, plan
 from .sglang_validate import engine_limits
 
@@ -35,11 +36,21 @@ class EngineState:
     host: str
     role: str
     envelope: Mapping[str, Any]
-    pool_tokens: int
-    running: int
+    pool_tokens: int  # per rank
+    running: int  # per rank
     context_len: int
     page_size: int
     gpu_memory_gib: float
+    ranks: int = 1
+    reserve: int = 0  # PD decode admission reserve per active request
+    max_req_len: int | None = None
+
+    def engine(self) -> Engine:
+        """This engine as the fleet answer counts it."""
+        return Engine(
+            self.host, self.role, self.pool_tokens, self.running, self.context_len, self.page_size, self.ranks,
+            self.reserve, self.max_req_len,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,10 @@ class FleetState:
 
     def role(self, role: str) -> list[EngineState]:
         return [e for e in self.engines if e.role == role]
+
+    def memory(self, tokens: int | None = None) -> Memory:
+        """The fleet answer (memory) for calls of `tokens`; None: at the served per-call context."""
+        return answer([e.engine() for e in self.engines], self.routers, tokens).memory
 
 
 @dataclass
@@ -98,24 +113,15 @@ def _names(engines: Sequence[EngineState]) -> list[str]:
     return [f"{e.host} {e.role}" for e in engines]
 
 
-def _router_cap(state: FleetState) -> int | None:
-    caps = [r.get("max_concurrent_requests") for r in state.routers]
-    if not caps or any(c is None or int(c) <= 0 for c in caps):
-        return None
-    return sum(int(c) for c in caps if c is not None)
-
-
-def _decode_at(state: FleetState, tokens: int) -> int:
-    return sum(min(requests_that_fit(e.pool_tokens, tokens, e.page_size), e.running) for e in state.role("decode"))
-
-
-def _admission(judge: _Judge, tokens: int, label: str) -> None:
-    state, cap = judge.state, _router_cap(judge.state)
+def _admission(judge: _Judge, tokens: int | None, label: str) -> None:
+    """The router admits more calls of `tokens` (None: the longest served) than the decode fleet holds."""
+    state = judge.state
     decode = state.role("decode")
-    if cap is None or not decode:
+    if not decode:
         return
-    holds = _decode_at(state, tokens)
-    if cap <= holds:
+    memory = state.memory(tokens)
+    cap, holds, tokens = memory.router_admits, memory.decode_calls, memory.tokens
+    if cap is None or cap <= holds:
         return
     judge.add(
         Finding(
@@ -332,7 +338,7 @@ def risks(
     judge = _Judge(state, fleet, model_config)
     decode = state.role("decode")
     if decode:
-        _admission(judge, min(e.context_len for e in decode), "full_context")
+        _admission(judge, None, "full_context")
         p90 = state.workload.get("p90_context_tokens")
         if p90:
             _admission(judge, int(p90), "p90_context")
@@ -369,7 +375,12 @@ def declared_state(fleet: Fleet, model_config: Mapping[str, Any]) -> FleetState:
             lim = engine_limits(model_config, env, hv)
             pool, running, context = lim.max_total_num_tokens, lim.max_running_requests, lim.context_len
             gib = float(hv["sglang_gpu_memory_gib"])
-            engines.append(EngineState(host, role, env, pool, running, context, lim.page_size, gib))
+            engines.append(
+                EngineState(
+                    host, role, env, pool, running, context, lim.page_size, gib,
+                    ranks_of(lim.resolved), lim.admission_reserve, lim.max_req_len,
+                )
+            )  # fmt: skip
     routers = [router_envelope(fleet.hostvars[h]) for h in fleet.hosts("router")]
     return FleetState(engines, routers, workload_of(fleet.hostvars), is_dsv4(model_config), "declared")
 

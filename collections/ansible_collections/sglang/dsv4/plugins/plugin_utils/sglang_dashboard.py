@@ -118,8 +118,8 @@ def total_context(fl: Fleet) -> timeseries.Panel:
 
 
 def per_call_context(fl: Fleet) -> bargauge.Panel:
-    contexts = sorted({e.context_length for e in fl.engines if e.context_length})
-    ctx = contexts[0] if contexts else 0
+    memory = fl.memory()
+    ctx = memory.per_call_context if memory else 0
     expr = (
         f'sum by (le) (increase(sglang:prompt_tokens_histogram_bucket{{job="{ENGINE_JOB}",engine_type="prefill"}}'
         "[$__range]))"
