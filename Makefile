@@ -1,4 +1,4 @@
-# make lab   boot the lab host(s) and deploy the stack into them (root)
+# make lab   boot the lab host(s), build the parser venv (the deep check) and deploy the stack into them (root)
 # make check lint + unit tests + the deep check (SGLang's and smg's own startup checks), no lab, a few minutes
 # make test  lint + the whole test suite: unit, component, lab, verify, molecule (root)
 # make help  every target
@@ -47,12 +47,15 @@ LAB_SSH := ssh -F $(LAB_STATE_DIR)/ssh_config
 # dependencies, the small set its server_args module imports, and requirements/sglang-cpu.txt (what its
 # resolution pipeline and pool configurators import).
 PARSER_VENV ?= .cache/sglang-parser-venv
+# AIConfigurator 0.12.0 (estimator + op-level data measured on H200) for the performance model, in a venv of its own:
+# requirements/aiconfigurator.txt says why this package and not aisimulate 0.13.0.
+PERF_VENV ?= .cache/aiconfigurator-venv
 PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi packaging pillow starlette anyio \
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
-	test-rollout lint verify molecule
+.PHONY: help venv apt parser-venv perf-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
+	test-rollout test-stress lint verify molecule
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -67,17 +70,38 @@ $(VENV)/.installed: requirements/dev.txt requirements/constraints.txt pyproject.
 
 parser-venv: $(PARSER_VENV)/.installed ## SGLang 0.5.23 parser on CPU, for the contract test
 
+# Built atomically: into $(PARSER_VENV).building, renamed into place only once complete, so the deep check never
+# runs a half-built venv (it finds either the previous one or none). Only bin/python is used: the scripts' shebangs
+# keep the build path.
 $(PARSER_VENV)/.installed: requirements/sglang-cpu.txt
-	[ -x $(PARSER_VENV)/bin/python ] || $(PYTHON) -m venv $(PARSER_VENV)
-	$(PARSER_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(PARSER_VENV)/bin/python -m pip install -q --no-deps sglang==0.5.23 $(PARSER_PACKAGES)
-	$(PARSER_VENV)/bin/python -m pip install -q -r requirements/sglang-cpu.txt -c requirements/sglang-cpu.txt
+	rm -rf $(PARSER_VENV).building
+	$(PYTHON) -m venv $(PARSER_VENV).building
+	$(PARSER_VENV).building/bin/python -m pip install -q torch==2.13.0
+	$(PARSER_VENV).building/bin/python -m pip install -q --no-deps sglang==0.5.23 $(PARSER_PACKAGES)
+	$(PARSER_VENV).building/bin/python -m pip install -q -r requirements/sglang-cpu.txt -c requirements/sglang-cpu.txt
+	touch $(PARSER_VENV).building/.installed
+	rm -rf $(PARSER_VENV).old
+	if [ -e $(PARSER_VENV) ]; then mv $(PARSER_VENV) $(PARSER_VENV).old; fi
+	mv $(PARSER_VENV).building $(PARSER_VENV)
+	rm -rf $(PARSER_VENV).old
+
+# Built in place, `.installed` last: an interrupted build leaves no `.installed`, and the next run starts over from an
+# empty directory (the performance model and its tests check `.installed`, never a half-installed venv).
+perf-venv: $(PERF_VENV)/.installed ## AIConfigurator 0.12.0 on CPU, for the TTFT/ITL model and its tests
+
+$(PERF_VENV)/.installed: requirements/aiconfigurator.txt
+	rm -rf $(PERF_VENV)
+	$(PYTHON) -m venv $(PERF_VENV)
+	$(PERF_VENV)/bin/python -m pip install -q -r requirements/aiconfigurator.txt -c requirements/aiconfigurator.txt
+	$(PERF_VENV)/bin/python -c 'from aiconfigurator.cli.api import cli_estimate'
 	touch $@
 
-flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables from their own parsers
+flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables and SGLang's env registry from their code
 	$(PARSER_VENV)/bin/python tests/component/contract/flag_dump.py sglang --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py
+	$(PARSER_VENV)/bin/python tests/component/contract/env_dump.py --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
 	$(BIN)/python tests/component/contract/flag_dump.py smg --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
-	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
+	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py \
+	  collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
 
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
 	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
@@ -119,7 +143,8 @@ lab: lab-deploy ## Boot the lab and deploy the stack into it
 lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute; LAB=multinode: five hosts)
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml
 
-lab-deploy: lab-up ## Deploy the stack into the lab (ansible-playbook site.yml)
+# The parser venv first: without it the validation would skip the deep check (sglang_validate_deep_check: auto).
+lab-deploy: lab-up parser-venv ## Deploy the stack into the lab (ansible-playbook site.yml, with the deep check)
 	ansible-playbook -i $(LAB_INVENTORY) site.yml
 
 lab-info: ## Where things are in the lab
@@ -197,28 +222,57 @@ DURATIONS := --durations=15 --durations-min=5
 # take both cores once the lab passes wait or are done.
 WITHOUT_LAB_WORKERS ?= -n 2 --dist loadscope
 
-test: venv parser-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
-	@mkdir -p .cache
-	pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
-	  $(TEST_DIRS) > .cache/test-without-lab.log 2>&1 & without=$$!; \
-	if ! { $(MAKE) --no-print-directory lint sanity \
+test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
+	@mkdir -p .cache; : > $(WALLS); $(call stamp,start)
+	{ pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
+	  $(TEST_DIRS) && $(call stamped,without-lab); } > .cache/test-without-lab.log 2>&1 & without=$$!; \
+	if ! { $(MAKE) --no-print-directory lint sanity && $(call stamp,lint-sanity) \
 	       && { ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml \
-	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; }; }; then \
+	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; } && $(call stamp,labs-up); }; then \
 	  kill $$without 2>/dev/null || true; wait $$without || true; exit 1; \
 	fi; \
 	{ $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
-	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null; \
+	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
 	} > .cache/test-lab2.log 2>&1 & lab2=$$!; \
 	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
-	  && SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml $(MAKE) --no-print-directory molecule; \
+	  && SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml $(MAKE) --no-print-directory molecule && $(call stamped,lab3); \
 	} > .cache/test-lab3.log 2>&1 & lab3=$$!; \
 	{ SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(DURATIONS) $(PYTEST_ARGS) $(TEST_DIRS) \
-	  && $(MAKE) --no-print-directory verify; } && lab=0 || lab=$$?; \
+	  && $(MAKE) --no-print-directory verify && $(call stamped,lab1); } && lab=0 || lab=$$?; \
 	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
 	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
 	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout, molecule =="; \
 	cat .cache/test-lab3.log; \
+	$(call stamp,end); $(BIN)/python tests/pass_walls.py $(WALLS); \
 	[ $$lab -eq 0 ] && [ $$rest -eq 0 ] && [ $$two -eq 0 ] && [ $$three -eq 0 ]
+
+# Each pass's wall time, printed at the end of make test (tests/pass_walls.py): $(call stamp,NAME) notes when NAME
+# happened; `COMMAND && $(call stamped,NAME)` notes when the pass NAME ended and with which exit status, and keeps
+# that status.
+WALLS := .cache/test-walls.txt
+stamp = echo "$(1) $$(date +%s) 0" >> $(WALLS)
+stamped = rc=0 || rc=$$?; echo "$(1) $$(date +%s) $$rc" >> $(WALLS); (exit $$rc)
+
+# The fault and rollout suites with the machine loaded on purpose (STRESS_HOGS busy loops at the lowest priority
+# besides): a race that only shows under the load make test puts on the machine shows here too. Uses lab2 and lab3
+# (booted if needed) like make test, and leaves them down.
+STRESS_HOGS ?= 2
+test-stress: venv parser-venv apt ## The fault and rollout suites beside CPU hogs (root; about as long as make test)
+	@mkdir -p .cache; : > $(WALLS); $(call stamp,start)
+	hogs=""; for i in $$(seq $(STRESS_HOGS)); do nice -n 19 sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
+	trap 'kill $$hogs 2>/dev/null || true' EXIT; \
+	ansible-playbook $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml > .cache/test-lab-up.log 2>&1 \
+	  || { cat .cache/test-lab-up.log; exit 1; }; $(call stamp,labs-up); \
+	{ $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
+	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
+	} > .cache/test-stress-lab2.log 2>&1 & lab2=$$!; \
+	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
+	  && ansible-playbook -i inventories/lab3/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab3); \
+	} > .cache/test-stress-lab3.log 2>&1 & lab3=$$!; \
+	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-stress-lab2.log; \
+	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; \
+	cat .cache/test-stress-lab3.log; $(call stamp,end); $(BIN)/python tests/pass_walls.py $(WALLS); \
+	[ $$two -eq 0 ] && [ $$three -eq 0 ]
 
 # $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, then the rollout tests the -k expression
 # selects there. A narrowed run (TEST_DIRS, PYTEST_ARGS) may leave either with no test: pytest's exit 5 passes.

@@ -41,6 +41,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     engine_envelope,
     router_envelope,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import Engine, router_admission
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     PlanError,
     fleet_from_inventory,
@@ -52,6 +53,8 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import declared_state, risks
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import render as render_risks
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
 
@@ -90,8 +93,7 @@ def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
 
 def fleet_capacity(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
     """One entry per engine: its limits, the concurrency table and the bf16 index-key loss."""
-    routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
-    router_cap = sum(int(r.get("max_concurrent_requests") or 0) for r in routers) or None
+    router_cap = router_admission([router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])])
     out = []
     for role in ENGINE_ROLES:
         for host in groups.get(GROUPS[role], []):
@@ -143,14 +145,30 @@ def format_table(entry: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def risk_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> str:
-    """The risks of the declared fleet, with validated fixes (Markdown)."""
+def time_steps() -> StepSource | None:
+    """The time model's step source: AIConfigurator's measured data when its venv is installed (make perf-venv)."""
+    return perf.default_steps()
+
+
+def risk_section(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    tokens: int | None = None,
+    slo: perf.Slo = perf.DEFAULT_SLO,
+    osl: int = perf.DEFAULT_OUTPUT_TOKENS,
+) -> str:
+    """The risks of the declared fleet, with validated fixes (Markdown), and the time risks for calls of `tokens`
+    (None: sglang_workload.p90_context_tokens, else perf.TYPICAL_TOKENS) against `slo`."""
     fleet = fleet_from_inventory(hostvars, groups)
     engines = fleet.hosts("decode") or fleet.hosts("prefill")
     if not engines:
         return ""
     config = model_config_for(hostvars[engines[0]])
-    findings = [f.as_dict() for f in risks(declared_state(fleet, config), fleet, config)]
+    state = declared_state(fleet, config)
+    findings = [f.as_dict() for f in risks(state, fleet, config)]
+    if fleet.hosts("prefill") and fleet.hosts("decode"):
+        length = tokens or int(state.workload.get("p90_context_tokens") or perf.TYPICAL_TOKENS)
+        findings += perf.time_risks(fleet, config, length, slo, time_steps(), osl)
     lines = render_risks(findings) or ["none found"]
     return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
 
@@ -187,7 +205,26 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
     return 0
 
 
-def plan_command(inventory: str, wants: Sequence[str]) -> int:
+def parse_slo(ttft_p90: str | None, itl_p90: str | None, tokens_per_s: float | None) -> perf.Slo:
+    """The plan command's SLO options: --ttft-p90 60s, --itl-p90 80ms, --tokens-per-s 20."""
+    try:
+        return perf.Slo(
+            perf.parse_duration_ms(ttft_p90, "s") if ttft_p90 else None,
+            perf.parse_duration_ms(itl_p90, "ms") if itl_p90 else None,
+            tokens_per_s,
+        )
+    except ValueError as exc:
+        raise PlanError(f"SLO: {exc}") from None
+
+
+def plan_command(
+    inventory: str,
+    wants: Sequence[str],
+    slo: perf.Slo | None = None,
+    osl: int = perf.DEFAULT_OUTPUT_TOKENS,
+) -> int:
+    """The plan of each shape, in memory and (when the estimator is installed) in time, then the risks; the time
+    risks are judged at the last shape's call length against `slo` (perf.DEFAULT_SLO when none is given)."""
     try:
         shapes = [parse_shape(w) for w in wants]
         hostvars, groups = load_inventory(inventory)
@@ -196,9 +233,15 @@ def plan_command(inventory: str, wants: Sequence[str]) -> int:
         if not first:
             raise PlanError(f"{inventory} declares no engine host; fix: add hosts to sglang_decode")
         config = model_config_for(hostvars[first[0]])
+        steps = time_steps()
+        timed = bool(fleet.hosts("prefill") and fleet.hosts("decode"))
         for shape in shapes:
-            print(render(plan(fleet, config, shape), inventory))
-        print(risk_section(hostvars, groups))
+            result = plan(fleet, config, shape)
+            if timed:
+                perf.plan_in_time(result, fleet, config, slo or None, steps, osl)
+            print(render(result, inventory))
+        risk_slo = slo if slo else perf.DEFAULT_SLO
+        print(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl))
     except (PlanError, EnvelopeError, CapacityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -217,12 +260,18 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
     if not decode:
         print("error: the inventory has no decode engine", file=sys.stderr)
         return 2
+    engines = [Engine.from_limits(e["host"], "decode", e["limits"]) for e in decode]
     verdict = check_request(
-        decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, len(decode)
+        decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, engines=engines
     )
     shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
     if verdict.limit == "admitted":
         print(f"{shape}: {verdict.text}")
+        fleet = fleet_from_inventory(hostvars, groups)
+        if fleet.hosts("prefill"):
+            config = model_config_for(hostvars[fleet.hosts("decode")[0]])
+            for line in perf.request_times(fleet, config, input_tokens, max_new_tokens, time_steps()):
+                print(f"  {line}")
         return 0
     print(f"{shape}: refused by {verdict.limit} (HTTP {verdict.status}): {verdict.text}")
     return 1 if verdict.status >= 400 else 0
@@ -277,6 +326,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     want.add_argument(
         "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
     )
+    want.add_argument("--ttft-p90", metavar="DURATION", help="SLO: time to first token, p90 (e.g. 60s)")
+    want.add_argument("--itl-p90", metavar="DURATION", help="SLO: inter-token latency, p90 (e.g. 80ms)")
+    want.add_argument("--tokens-per-s", type=float, metavar="N", help="SLO: output tokens/s per call (at ITL p50)")
+    want.add_argument(
+        "--output-tokens",
+        type=int,
+        default=perf.DEFAULT_OUTPUT_TOKENS,
+        metavar="N",
+        help=f"output tokens of each call, out of its CALLSxTOKENS length (default {perf.DEFAULT_OUTPUT_TOKENS})",
+    )
     mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
     mon.add_argument("--inventory", "-i", required=True)
     mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
@@ -287,7 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
     args = parser.parse_args(argv)
     if args.command == "plan":
-        return plan_command(args.inventory, args.want)
+        try:
+            slo = parse_slo(args.ttft_p90, args.itl_p90, args.tokens_per_s)
+        except PlanError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return plan_command(args.inventory, args.want, slo, args.output_tokens)
     if args.command == "monitoring":
         return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":

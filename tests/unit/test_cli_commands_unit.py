@@ -87,11 +87,11 @@ DECODE_TABLE = (
     "\n"
     "| context | fit in KV pool | run at once | binding limit | fit with fp8 index keys | lost to bf16 keys |\n"
     "|---:|---:|---:|---|---:|---:|\n"
-    "| 4096 | 2724 | 64 | max_running_requests | 2974 | 250 |\n"
-    "| 8192 | 1362 | 64 | max_running_requests | 1487 | 125 |\n"
-    "| 32768 | 340 | 64 | max_running_requests | 371 | 31 |\n"
-    "| 65536 | 170 | 64 | max_running_requests | 185 | 15 |\n"
-    "| 131072 | 85 | 64 | max_running_requests | 92 | 7 |\n"
+    "| 4096 | 2421 | 64 | max_running_requests | 2644 | 223 |\n"
+    "| 8192 | 1282 | 64 | max_running_requests | 1399 | 117 |\n"
+    "| 32768 | 335 | 64 | max_running_requests | 366 | 31 |\n"
+    "| 65536 | 168 | 64 | max_running_requests | 184 | 16 |\n"
+    "| 131072 | 84 | 64 | max_running_requests | 92 | 8 |\n"
     "| 262144 | 42 | 42 | kv_pool | 46 | 4 |\n"
     "| 524288 | 21 | 21 | kv_pool | 23 | 2 |\n"
 )
@@ -100,23 +100,35 @@ RISKS = (
     "## Risks (from the declared values)\n"
     "\n"
     "    warn: router_admits_beyond_full_context: the router admits 64 parallel calls, but the decode fleet holds "
-    "21 at 524,288 tokens each (full context): the rest wait or are retracted inside the engines, where the router "
-    "cannot see them [router_max_concurrent_requests=64, decode_holds=21, tokens_per_call=524288]\n"
+    "21 at 524,286 tokens each (full context): the rest wait or are retracted inside the engines, where the router "
+    "cannot see them [router_max_concurrent_requests=64, decode_holds=21, tokens_per_call=524286]\n"
     "      fix (add 2 decode hosts, decode mem_fraction_static 0.929 (SGLang's own choice on this GPU), passes "
     "validation):\n"
     "        inventory: add host gpu-node-01-decode2 (a copy of gpu-node-01's decode engine, 1 of 2) to group "
     "sglang_decode\n"
     "        inventory: add host gpu-node-01-decode3 (a copy of gpu-node-01's decode engine, 2 of 2) to group "
     "sglang_decode\n"
+    "        gpu-node-01: sglang_advertise_host: 127.0.0.1 -> gpu-node-01 (an address the new hosts reach)\n"
     "        sglang_decode.mem_fraction_static: 0.83 -> 0.929\n"
-    "      fix (admit only what the decode fleet holds at 524,288 tokens, passes validation):\n"
+    "      fix (admit only what the decode fleet holds at 524,286 tokens, passes validation):\n"
     "        sglang_router.max_concurrent_requests: 64 -> 21\n"
     "    warn: single_decode_engine: one decode engine: it cannot be drained, so any change of an engine limit is "
     "an outage for the fleet [decode_engines=1]\n"
     "      fix (a second decode engine, passes validation):\n"
     "        inventory: add host gpu-node-01-decode2 (a copy of gpu-node-01's decode engine, 1 of 1) to group "
     "sglang_decode\n"
+    "        gpu-node-01: sglang_advertise_host: 127.0.0.1 -> gpu-node-01 (an address the new hosts reach)\n"
 )
+# the time risks, without the estimator's venv (tests/unit/conftest.py), at the call length judged
+NOT_TIMED = "time: not predicted (make perf-venv)"
+
+
+def time_risk(tokens: int) -> str:
+    return f"    info: time_not_predicted: the time risks were not judged: {NOT_TIMED} [tokens_per_call={tokens}]\n"
+
+
+RISKS_WITHOUT_TIME = RISKS
+RISKS = RISKS_WITHOUT_TIME + time_risk(32768)
 
 PROD = "inventories/production"
 
@@ -262,10 +274,10 @@ def test_fleet_capacity_with_fp8_index_keys_and_no_router_bound() -> None:
         "\n"
         "| context | fit in KV pool | run at once | binding limit | fit with fp8 index keys | lost to bf16 keys |\n"
         "|---:|---:|---:|---|---:|---:|\n"
-        "| 4096 | 2974 | 64 | max_running_requests | 2974 | 0 |\n"
-        "| 8192 | 1487 | 64 | max_running_requests | 1487 | 0 |\n"
-        "| 32768 | 371 | 64 | max_running_requests | 371 | 0 |\n"
-        "| 65536 | 185 | 64 | max_running_requests | 185 | 0 |\n"
+        "| 4096 | 2644 | 64 | max_running_requests | 2644 | 0 |\n"
+        "| 8192 | 1399 | 64 | max_running_requests | 1399 | 0 |\n"
+        "| 32768 | 366 | 64 | max_running_requests | 366 | 0 |\n"
+        "| 65536 | 184 | 64 | max_running_requests | 184 | 0 |\n"
         "| 131072 | 92 | 64 | max_running_requests | 92 | 0 |\n"
         "| 262144 | 46 | 46 | kv_pool | 46 | 0 |\n"
         "| 524288 | 23 | 23 | kv_pool | 23 | 0 |\n"
@@ -318,7 +330,7 @@ def test_risk_section_none_found() -> None:
     hostvars, groups = shipped_inventory("multinode")
     for hv in hostvars.values():
         hv["sglang_router"]["max_concurrent_requests"] = 63
-    assert cli.risk_section(hostvars, groups) == "## Risks (from the declared values)\n\n    none found\n"
+    assert cli.risk_section(hostvars, groups) == "## Risks (from the declared values)\n\n" + time_risk(32768)
 
 
 def test_risk_section_of_a_decode_only_fleet() -> None:
@@ -386,9 +398,9 @@ def test_capacity_without_risks_and_without_router(
     rc, out, _ = run(capsys, "capacity", "-i", "mn", "--out", str(tmp_path))
     assert rc == 0
     assert out.endswith(
-        f"## Risks (from the declared values)\n\n    none found\n\ntable and charts written to {tmp_path}\n"
+        f"## Risks (from the declared values)\n\n{time_risk(32768)}\ntable and charts written to {tmp_path}\n"
     )
-    assert "| 4096 | 2724 | 63 | router | 2974 | 250 |\n" in out
+    assert "| 4096 | 2421 | 63 | router | 2644 | 223 |\n" in out
     assert [line for line in out.splitlines() if line.startswith("## ")] == [
         "## prefill-01 prefill",
         "## prefill-02 prefill",
@@ -419,6 +431,7 @@ PLAN_200K_HEAD = (
     "want 100 parallel calls x 200,000 tokens (inventories/production)\n"
     "today: 55 at once, bound by decode KV pools (decode: 1 engine(s), 11,159,040 KV tokens, 64 running requests; "
     "router admits 64; per-call context 524,288)\n"
+    f"    {NOT_TIMED}\n"
     "does not fit: 55 < 100\n"
     "option 1: add 1 decode host (as asked)\n"
 )
@@ -426,6 +439,7 @@ PLAN_4K = (
     "want 10 parallel calls x 4,000 tokens (inventories/production)\n"
     "today: 64 at once, bound by decode max_running_requests (decode: 1 engine(s), 11,159,040 KV tokens, 64 running "
     "requests; router admits 64; per-call context 524,288)\n"
+    f"    {NOT_TIMED}\n"
     "fits: 64 >= 10; nothing to change\n"
 )
 
@@ -437,7 +451,7 @@ def test_plan_prints_each_shape_then_the_risks(flag: str, capsys: pytest.Capture
     rc, out, err = run(capsys, "plan", flag, PROD, "--want", "100x200k", "--want", "10x4k")
     assert (rc, err) == (0, "")
     assert out.startswith(PLAN_200K_HEAD)
-    assert out.endswith(f"\n\n{PLAN_4K}\n{RISKS}\n")
+    assert out.endswith(f"\n\n{PLAN_4K}\n{RISKS_WITHOUT_TIME}{time_risk(4000)}\n")
 
 
 def test_plan_of_a_decode_only_fleet(capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
@@ -493,6 +507,7 @@ def test_plan_errors(
 QUEUE = (
     "wait in the router's queue (up to queue_timeout_secs=60, then 'timed out waiting for an admission slot'); "
     "beyond that smg answers 429 'admission queue is at capacity'\n"
+    f"  {NOT_TIMED}\n"  # an admitted request's predicted times, without the estimator's venv
 )
 
 
@@ -721,7 +736,8 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             ["plan"],
             [
-                "usage: sglang-envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS",
+                "usage: sglang-envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS [--ttft-p90 DURATION] "
+                "[--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N]",
                 "  --want CALLSxTOKENS   e.g. 100x200k; repeat for more",
             ],
         ),

@@ -131,6 +131,43 @@ def healthy(answer: Mapping[str, Any] | None, workers: Any = None) -> bool:
     return workers is None or (answer.get("json") or {}).get("healthy_workers") == int(workers)
 
 
+def gate_message(verdict_id: str, observations: Sequence[str]) -> str:
+    """The health gate's message for a verdict of sglang_gate.VERDICTS and what was observed."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+
+    return sglang_gate.message(verdict_id, observations)
+
+
+def gate_probe_text(answer: Mapping[str, Any] | None, workers: Any = None) -> str:
+    """What a health probe last answered (sglang_gate.probe_text)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+
+    return sglang_gate.probe_text(answer, workers)
+
+
+def gate_settled(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    reprobe: Mapping[str, Any] | None,
+    workers: Any = None,
+    settle: Any = 0,
+) -> str:
+    """The gate's verdict after the settle time ("" when the server stayed up), sglang_gate.settled."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+
+    return sglang_gate.settled(before, after, reprobe, healthy(reprobe, workers), workers, settle)
+
+
+def predicted_times(
+    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The audit's predicted TTFT / ITL of the declared fleet (plugin_utils.sglang_perf_fleet.audit_times)."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_fleet import audit_times
+
+    declared = declared_fleet(hostvars, groups)
+    return audit_times(declared["hostvars"], declared["groups"], _plain(model_config))
+
+
 def module_closure(program: str) -> list[str]:
     """The module_utils modules the program at path `program` needs on a host, sglang_closure.program_closure."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_closure as _closure
@@ -188,6 +225,43 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
         return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
     except (ValueError, TypeError, KeyError) as exc:
         return [f"the envelope could not be checked: {exc!r}; fix: correct the declared values named above"]
+
+
+def envelope_problems(
+    type_errors: Sequence[str],
+    models: Sequence[Any],
+    model_config_found: bool,
+    models_dir: Any,
+    fleet_errors: Sequence[str],
+    deep_problems: Sequence[str],
+) -> list[str]:
+    """Every problem of the declared envelope (module_utils envelope_problems): the type errors, the model of the
+    engine hosts and whether its config was found, the fleet errors and the deep check's problems."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+
+    return list(
+        _validate.envelope_problems(
+            _plain(type_errors),
+            _plain(models),
+            bool(model_config_found),
+            str(models_dir),
+            _plain(fleet_errors),
+            _plain(deep_problems),
+        )
+    )
+
+
+def sidedoor_warnings(hostvars: Mapping[str, Any], groups: Mapping[str, Any], known: Any = ()) -> list[str]:
+    """Warnings of the side doors (module_utils sglang_sidedoors): extra environment variables SGLang does not read."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_sidedoors as _sidedoors
+
+    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    hosts = sorted({h for members in names.values() for h in members})
+    try:
+        return list(_sidedoors.sidedoor_warnings({h: hostvars[h] for h in hosts}, names, list(known or ())))
+    except (ValueError, TypeError, KeyError):
+        return []  # check_fleet reports what cannot be read
 
 
 def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
@@ -494,10 +568,16 @@ class FilterModule:
             "sglang_file_entries": file_entries,
             "sglang_entry_differs": entry_differs,
             "sglang_healthy": healthy,
+            "sglang_predicted_times": predicted_times,
+            "sglang_gate_message": gate_message,
+            "sglang_gate_probe_text": gate_probe_text,
+            "sglang_gate_settled": gate_settled,
             "sglang_module_closure": module_closure,
             "sglang_router_worker_args": router_worker_args,
             "sglang_router_worker_specs": router_worker_specs,
             "sglang_check_fleet": check_fleet,
+            "sglang_sidedoor_warnings": sidedoor_warnings,
+            "sglang_envelope_problems": envelope_problems,
             "sglang_declared_fleet": declared_fleet,
             "sglang_fleet_risks": fleet_risks,
             "sglang_risk_lines": risk_lines,

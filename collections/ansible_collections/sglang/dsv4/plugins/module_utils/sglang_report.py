@@ -23,10 +23,21 @@ from .sglang_capacity import (
     concurrency_table,
     default_context_lens,
     request_lengths,
-    requests_that_fit,
 )
 from .sglang_chart import render_svg
 from .sglang_drift import judge
+from .sglang_fleet import (
+    CONTEXT,
+    KV_POOL,
+    PREFILL,
+    ROUTER,
+    RUNNING,
+    Engine,
+    Memory,
+    answer,
+    engine_calls,
+    router_admission,
+)
 from .sglang_plan import Fleet
 from .sglang_risks import EngineState, FleetState, risks, workload_of
 from .sglang_risks import render as render_risks
@@ -125,15 +136,15 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
 # ---------------------------------------------------------------- capacity from the live pool
 
 
-def _live_limits(live: Mapping[str, Any], pool: int) -> EngineLimits:
-    """The live engine as EngineLimits (only pool, context, page and running requests are known)."""
+def _live_limits(live: Mapping[str, Any], pool: int, reserve: int = 0) -> EngineLimits:
+    """The live engine as EngineLimits (only pool, context, page, running requests and reserve are known)."""
     context, page = int(live["context_length"]), int(live.get("page_size") or 1)
     max_req_len, max_req_input_len = request_lengths(context, pool)
     return EngineLimits(
         resolved={}, context_len=context, max_total_num_tokens=pool, token_capacity_swa=None,
         max_running_requests=int(live["max_running_requests"]), max_req_len=max_req_len,
         max_req_input_len=max_req_input_len, page_size=page, bytes_per_token=0.0, fixed_bytes=0,
-        weights_bytes=0, kv_budget_bytes=0, memory_usage={},
+        weights_bytes=0, kv_budget_bytes=0, memory_usage={}, admission_reserve=reserve,
     )  # fmt: skip
 
 
@@ -152,23 +163,27 @@ def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
     live = server.live
     if not all(isinstance(live.get(k), int) for k in ("context_length", "max_total_tokens", "max_running_requests")):
         return {}
-    limits = _live_limits(live, int(live["max_total_tokens"]))
+    engine = _live_engine(server)
+    limits = _live_limits(live, int(live["max_total_tokens"]), engine.reserve)
     share = server.predicted.get("bf16_index_share")
     bf16 = _bf16_active(server)
     fp8 = None
+    full = engine_calls(engine, engine.served)
     out: dict[str, Any] = {
         "context_length": limits.context_len,
         "pool_tokens": limits.max_total_num_tokens,
         "page_size": limits.page_size,
         "max_running_requests": limits.max_running_requests,
-        "full_length_fit": requests_that_fit(limits.max_total_num_tokens, limits.context_len, limits.page_size),
+        "full_length_fit": full.pool_fit_per_engine,
+        "full_length_at_once": full.per_engine,
         "bf16_index_k": bf16,
         "bf16_index_share": share,
     }
-    out["full_length_at_once"] = min(out["full_length_fit"], limits.max_running_requests)
+    if engine.ranks != 1 or engine.reserve:
+        out.update(ranks=engine.ranks, admission_reserve=engine.reserve)
     if bf16 and share:
         fp8_pool = int(limits.max_total_num_tokens / (1 - float(share))) // limits.page_size * limits.page_size
-        fp8 = _live_limits(live, fp8_pool)
+        fp8 = _live_limits(live, fp8_pool, engine.reserve)
         out["bf16_index_tokens"] = fp8_pool - limits.max_total_num_tokens
     rows = concurrency_table(limits, default_context_lens(limits.context_len), router_cap, fp8)
     out["table"] = [asdict(r) for r in rows]
@@ -176,36 +191,63 @@ def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
     return out
 
 
+def _live_engine(server: Server) -> Engine:
+    ranks = int(server.live_facts.get("attn_dp_size") or 1)
+    return Engine.from_live(server.host, server.role, server.live, ranks)
+
+
+def _capacity_engine(server: Server) -> Engine | None:
+    """The engine as its live capacity entry states it (engine_capacity), or None when that is incomplete."""
+    cap = server.capacity
+    if not all(isinstance(cap.get(k), int) for k in ("context_length", "pool_tokens", "max_running_requests")):
+        return None
+    ranks = int(cap.get("ranks") or 1)
+    return Engine(
+        server.host, server.role, int(cap["pool_tokens"]), int(cap["max_running_requests"]) // ranks,
+        int(cap["context_length"]), int(cap.get("page_size") or 1), ranks, int(cap.get("admission_reserve") or 0),
+    )  # fmt: skip
+
+
+# The fleet answer's limits as the report names them.
+NAMES = {
+    CONTEXT: CONTEXT,
+    PREFILL: PREFILL,
+    ROUTER: "router max_concurrent_requests",
+    RUNNING: "decode fleet max_running_requests",
+}
+
+
+def _named(memory: Memory, pools: str) -> str:
+    names = {**NAMES, KV_POOL: pools}
+    return " = ".join(names[k] for k in (CONTEXT, PREFILL, ROUTER, RUNNING, KV_POOL) if k in memory.bindings)
+
+
 def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
-    """The binding limit on parallel calls: the router's admission vs the decode fleet's running capacity."""
+    """The fleet answer from the live values: parallel calls (short ones, and at the full per-call context), what
+    binds each, the router's admission and queue."""
     routers = [s for s in servers if s.role == "router" and s.live]
-    decode = [s for s in servers if s.role == "decode" and s.capacity]
+    engines = [e for s in servers if s.role in ("prefill", "decode") and (e := _capacity_engine(s)) is not None]
+    decode = [e for e in engines if e.role == "decode"]
     out: dict[str, Any] = {"routers": len(routers), "decode_engines": len(decode)}
     if routers:
-        caps = [s.live.get("max_concurrent_requests") for s in routers]
-        out["router_max_concurrent_requests"] = None if None in caps else sum(int(c or 0) for c in caps)
+        out["router_max_concurrent_requests"] = router_admission([s.live for s in routers])
         out["router_queue_size"] = sum(int(s.live.get("queue_size") or 0) for s in routers)
         out["router_queue_timeout_secs"] = max(int(s.live.get("queue_timeout_secs") or 0) for s in routers)
-    if decode:
-        out["decode_running"] = sum(s.capacity["max_running_requests"] for s in decode)
-        out["decode_full_length_at_once"] = sum(s.capacity["full_length_at_once"] for s in decode)
-        out["decode_full_length_fit"] = sum(s.capacity["full_length_fit"] for s in decode)
-        out["context_length"] = min(s.capacity["context_length"] for s in decode)
-        out["decode_pool_tokens"] = sum(s.capacity["pool_tokens"] for s in decode)
-    bounds = {}
-    if out.get("router_max_concurrent_requests") is not None:
-        bounds["router max_concurrent_requests"] = out["router_max_concurrent_requests"]
-    if "decode_running" in out:
-        bounds["decode fleet max_running_requests"] = out["decode_running"]
-    if bounds:
-        low = min(bounds.values())
-        out["parallel_calls"], out["binding"] = low, " = ".join(k for k, v in bounds.items() if v == low)
-    if "decode_full_length_at_once" in out:
-        # The KV pools bound only by what they hold; the running slots are their own bound above.
-        full = dict(bounds, **{"decode KV pools at full context": out["decode_full_length_fit"]})
-        low = min(full.values())
-        out["parallel_calls_full_context"] = low
-        out["binding_full_context"] = " = ".join(k for k, v in full.items() if v == low)
+    if not decode:
+        if out.get("router_max_concurrent_requests") is not None:
+            out["parallel_calls"], out["binding"] = out["router_max_concurrent_requests"], NAMES[ROUTER]
+        return out
+    live_routers = [s.live for s in routers]
+    full = answer(engines, live_routers).memory
+    short = answer(engines, live_routers, 1).memory
+    out["decode_running"] = full.decode_running
+    out["decode_full_length_at_once"] = full.decode_calls
+    out["decode_full_length_fit"] = full.decode_pool_fit
+    out["context_length"] = full.per_call_context
+    out["decode_pool_tokens"] = full.total_context
+    out["parallel_calls"], out["binding"] = short.parallel, _named(short, "decode KV pools")
+    out["parallel_calls_full_context"] = full.parallel
+    out["binding_full_context"] = _named(full, "decode KV pools at full context")
     return out
 
 
@@ -253,9 +295,12 @@ def live_state(servers: Sequence[Server], declared: Fleet | None) -> FleetState:
         envelope.update({k: v for k, v in live.items() if v is not None})
         dsv4 = dsv4 and bool(server.predicted.get("dsv4", True))
         gib = float((hostvars.get(server.host) or {}).get("sglang_gpu_memory_gib") or 0)
-        pool, running, context = live["max_total_tokens"], live["max_running_requests"], live["context_length"]
-        page = int(live.get("page_size") or 1)
-        engines.append(EngineState(server.host, server.role, envelope, pool, running, context, page, gib))
+        e = _live_engine(server)
+        engines.append(
+            EngineState(
+                e.host, e.role, envelope, e.pool_tokens, e.running, e.context_len, e.page_size, gib, e.ranks, e.reserve
+            )
+        )
     return FleetState(engines, routers, workload_of(hostvars), dsv4, "live")
 
 
@@ -264,16 +309,22 @@ def build(
     fail_on_drift: bool = True,
     declared: Fleet | None = None,
     model_config: Mapping[str, Any] | None = None,
+    predicted_time: Sequence[Mapping[str, Any]] = (),
 ) -> Report:
+    """The report of the read `records`. `predicted_time`: the time model's predictions for the declared fleet
+    (plugin_utils.sglang_perf_fleet, made on the controller), each {shape, ttft_p50, ttft_p90, itl_p50, itl_p90,
+    binding} as text, or {shape, unavailable} where the model could not run."""
     order = {"prefill": 0, "decode": 1, "router": 2}
     servers = sorted((server_from_record(r) for r in records), key=lambda s: (order.get(s.role, 9), s.host))
-    routers = [s for s in servers if s.role == "router" and s.live.get("max_concurrent_requests") is not None]
-    router_cap = sum(int(s.live["max_concurrent_requests"]) for s in routers) or None
+    router_cap = router_admission([s.live for s in servers if s.role == "router" and s.live])
     for server in servers:
         if server.role != "router" and server.status != "unreachable":
             server.capacity = engine_capacity(server, router_cap)
     findings = risks(live_state(servers, declared), declared, model_config)
-    return Report(servers, fleet_capacity(servers), fail_on_drift, [f.as_dict() for f in findings])
+    fleet = fleet_capacity(servers)
+    if predicted_time:
+        fleet["predicted_time"] = [dict(p) for p in predicted_time]
+    return Report(servers, fleet, fail_on_drift, [f.as_dict() for f in findings])
 
 
 # ---------------------------------------------------------------- rendering
@@ -363,6 +414,14 @@ def fleet_lines(fleet: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"decode fleet ({fleet['decode_engines']} engines): runs {fleet['decode_running']} requests at once; "
             f"{fleet['decode_full_length_at_once']} at the full context of {fleet['context_length']} tokens"
+        )
+    for p in fleet.get("predicted_time", []):
+        if p.get("unavailable"):
+            lines.append(f"predicted time, {p['shape']}: {str(p['unavailable']).removeprefix('time: ')}")
+            continue
+        lines.append(
+            f"predicted time, {p['shape']}: TTFT p50 {p['ttft_p50']}, p90 {p['ttft_p90']}; "
+            f"ITL p50 {p['itl_p50']}, p90 {p['itl_p90']}; bound by {p['binding']}"
         )
     return lines
 

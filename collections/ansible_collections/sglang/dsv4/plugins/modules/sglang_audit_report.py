@@ -56,6 +56,15 @@ options:
   model_config:
     description: The served model's C(config.json), for the capacity model behind the fixes.
     type: dict
+  predicted_time:
+    description:
+      - The time model's predictions for the declared fleet, made on the controller (filter
+        C(sglang.dsv4.sglang_predicted_times)), printed in the fleet section.
+      - Each with C(shape), C(ttft_p50), C(ttft_p90), C(itl_p50), C(itl_p90), C(binding) (text, each time with its
+        band and source), or C(shape) and C(unavailable) (why nothing was predicted).
+    type: list
+    elements: dict
+    default: []
 seealso:
   - module: sglang.dsv4.sglang_live_info
   - module: sglang.dsv4.sglang_layers_info
@@ -138,12 +147,19 @@ def main() -> None:
             "fail_on_drift": {"type": "bool", "default": True},
             "fleet": {"type": "dict"},
             "model_config": {"type": "dict"},
+            "predicted_time": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
     declared = module.params["fleet"]
     fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
-    report = build(module.params["records"], module.params["fail_on_drift"], fleet, module.params["model_config"])
+    report = build(
+        module.params["records"],
+        module.params["fail_on_drift"],
+        fleet,
+        module.params["model_config"],
+        module.params["predicted_time"],
+    )
     try:
         files = write(report, module.params["directory"])
     except OSError as exc:

@@ -1,0 +1,560 @@
+"""The time model on a declared fleet: from the inventory (host variables, groups, the model's config.json) to the
+time model's FleetShape, and the predicted TTFT / ITL of workload shapes on it, for the planner, the risks,
+check-request, the audit and bench/perf_table.py.
+
+Nothing here sizes memory: engine counts, running limits, the resolved chunk size and the router's admission come
+from the capacity model and the fleet answer (sglang_plan.engines / fleet_answer, sglang_validate.engine_limits);
+the times come from sglang_perf.predict_many over a StepSource (AIConfigurator's measured H200 data by default).
+Without the estimator's venv every answer says so ("time: not predicted (make perf-venv)") instead of failing.
+
+A call of T tokens (the planner's unit: prompt + output) is taken as T - osl prompt tokens and osl output tokens,
+osl = DEFAULT_OUTPUT_TOKENS unless given; the calls arrive at once (a closed loop of N calls).
+
+The default SLO of the time risks (DEFAULT_SLO: TTFT p90 60 s, ITL p90 80 ms) is this module's; the plan command's
+--ttft-p90 / --itl-p90 / --tokens-per-s replace it. The call length the risks are judged at is the plan's asked
+shape, else sglang_workload.p90_context_tokens, else TYPICAL_TOKENS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+    Fleet,
+    Option,
+    Plan,
+    Shape,
+    change,
+    extend,
+    fleet_answer,
+    fleet_from_inventory,
+    parse_shape,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import engine_limits
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
+    FleetShape,
+    Prediction,
+    StepSource,
+    Workload,
+    aic_model,
+    fleet_shape,
+    predict_many,
+)
+
+DEFAULT_OUTPUT_TOKENS = 1000
+TYPICAL_TOKENS = 32_768
+NOT_PREDICTED = "time: not predicted (make perf-venv)"
+MAX_EXTRA_PREFILL_HOSTS = 48
+CHUNK_CHOICES = (8192, 16384, 32768)
+UNCHUNKED = 1 << 30  # chunked prefill off: one pass per prompt
+
+
+class TimeUnavailable(RuntimeError):
+    """No step source: the estimator's venv is missing, or it failed."""
+
+
+# ---------------------------------------------------------------- SLO
+
+
+def parse_duration_ms(text: str, default_unit: str = "s") -> float:
+    """`60s`, `1.5m`, `80ms`, `60` (default_unit) as milliseconds."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min)?\s*", str(text))
+    if not match:
+        raise ValueError(f"{text!r}: expected a duration such as 60s, 1.5m or 80ms")
+    value, unit = float(match.group(1)), match.group(2) or default_unit
+    scale = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0}[unit]
+    if value <= 0:
+        raise ValueError(f"{text!r}: a duration must be > 0")
+    return value * scale
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives per call: TTFT p90, ITL p90 (ms) and output tokens/s (at ITL p50); None: not asked."""
+
+    ttft_p90_ms: float | None = None
+    itl_p90_ms: float | None = None
+    tokens_per_s: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.ttft_p90_ms, self.itl_p90_ms, self.tokens_per_s))
+
+    def text(self) -> str:
+        parts = []
+        if self.ttft_p90_ms is not None:
+            parts.append(f"TTFT p90 <= {_seconds(self.ttft_p90_ms)}")
+        if self.itl_p90_ms is not None:
+            parts.append(f"ITL p90 <= {_seconds(self.itl_p90_ms)}")
+        if self.tokens_per_s is not None:
+            parts.append(f">= {self.tokens_per_s:g} output tokens/s per call")
+        return ", ".join(parts)
+
+    def misses(self, pred: Prediction) -> list[str]:
+        """What `pred` misses of this SLO, in words (empty: it meets it)."""
+        out = []
+        if self.ttft_p90_ms is not None and not pred.ttft_p90.ms <= self.ttft_p90_ms:
+            out.append(f"TTFT p90 {pred.ttft_p90.ms / 1000:,.1f} s > {_seconds(self.ttft_p90_ms)}")
+        if self.itl_p90_ms is not None and not pred.itl_p90.ms <= self.itl_p90_ms:
+            out.append(f"ITL p90 {pred.itl_p90.ms:,.1f} ms > {_seconds(self.itl_p90_ms)}")
+        if self.tokens_per_s is not None and not pred.tokens_per_s_per_call >= self.tokens_per_s:
+            out.append(f"{pred.tokens_per_s_per_call:,.0f} output tokens/s per call < {self.tokens_per_s:g}")
+        return out
+
+
+DEFAULT_SLO = Slo(ttft_p90_ms=60_000.0, itl_p90_ms=80.0)
+
+
+# ---------------------------------------------------------------- the fleet's shape
+
+
+def default_steps() -> StepSource | None:
+    """AIConfigurator's step source when its venv is installed, else None."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
+
+    steps = AicSteps()
+    return steps if steps.ready() else None
+
+
+def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None = None) -> FleetShape:
+    """The time model's view of a declared fleet. Per engine (the first prefill and decode host; the planner's copies
+    share their envelope): tp, the chunk size SGLang resolves, bf16 index keys, the transfer backend. Per fleet: the
+    engine counts and the routers' admission, summed as the fleet answer does. The decode running limit is per
+    engine, the smallest over decode engines; for calls of `tokens` it is what the fleet answer runs of them at once
+    (the KV pool may bind below the running slots)."""
+    prefill_hosts, decode_hosts = fleet.hosts("prefill"), fleet.hosts("decode")
+    if not prefill_hosts or not decode_hosts:
+        raise ValueError("the time model needs a prefill and a decode engine; fix: declare both groups")
+    p_hv, d_hv = fleet.hostvars[prefill_hosts[0]], fleet.hostvars[decode_hosts[0]]
+    p_env, d_env = engine_envelope("prefill", p_hv), engine_envelope("decode", d_hv)
+    p_lim = engine_limits(model_config, p_env, p_hv)
+    chunk = p_lim.resolved.get("chunked_prefill_size")
+    chunk = int(chunk) if chunk is not None and int(chunk) > 0 else UNCHUNKED
+    memory = fleet_answer(fleet, model_config, tokens).memory
+    per_engine = [c.per_engine for c in memory.decode]
+    running = [c.running_per_engine for c in memory.decode]
+    limit = min(per_engine) if tokens is not None and min(per_engine) > 0 else min(running)
+    routers = [router_envelope(fleet.hostvars[h]) for h in fleet.hosts("router")]
+    queues = [r.get("queue_size") for r in routers]
+    queue_size = sum(int(q) for q in queues if q is not None) if queues and None not in queues else None
+    timeouts = [float(r["queue_timeout_secs"]) for r in routers if r.get("queue_timeout_secs") is not None]
+    model = p_hv.get("sglang_model") or {}
+    return fleet_shape(
+        model_config,
+        aic_model(str(model.get("name")), str(model.get("quantization"))),
+        prefill_engines=len(prefill_hosts),
+        decode_engines=len(decode_hosts),
+        tp=int(p_env.get("tp_size") or 1),
+        decode_tp=int(d_env.get("tp_size") or 1),
+        chunked_prefill_size=chunk,
+        decode_max_running=max(1, limit),
+        bf16_index_k=bool(d_env.get("bf16_index_k")),
+        kv_cache_dtype=str(d_env.get("kv_cache_dtype") or "fp8_e4m3"),
+        transfer_backend=str(p_env.get("disaggregation_transfer_backend") or "mooncake"),
+        router_max_concurrent=memory.router_admits,
+        router_queue_size=queue_size,
+        router_queue_timeout_s=min(timeouts) if timeouts else None,
+    )
+
+
+def fleet_shape_of(
+    hostvars: Mapping[str, Any], groups: Mapping[str, list[str]], model_config: Mapping[str, Any], tokens: int | None
+) -> FleetShape:
+    """shape_of for an inventory's host variables and groups (as the CLI and the audit read them)."""
+    return shape_of(fleet_from_inventory(hostvars, groups), model_config, tokens)
+
+
+def workload(calls: int, tokens: int, osl: int = DEFAULT_OUTPUT_TOKENS) -> Workload:
+    """`calls` calls of `tokens` tokens arriving at once: tokens - osl prompt tokens, osl output tokens."""
+    out = max(1, min(osl, tokens - 1))
+    return Workload(isl=tokens - out, osl=out, concurrency=max(1, calls))
+
+
+def predict_shapes(cases: Sequence[tuple[FleetShape, Workload]], steps: StepSource | None) -> list[Prediction]:
+    """sglang_perf.predict_many, raising TimeUnavailable (with the reason) when there is no step source or it fails."""
+    if steps is None:
+        raise TimeUnavailable(NOT_PREDICTED)
+    try:
+        return predict_many(list(cases), steps)
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise TimeUnavailable(f"time: not predicted ({str(exc).splitlines()[0][:200]})") from exc
+
+
+# ---------------------------------------------------------------- text
+
+
+def describe(pred: Prediction, work: Workload) -> str:
+    """The workload and its binding stage, in words."""
+    binding = "nothing (every stage keeps up)" if pred.binding == "none" else f"the {pred.binding}"
+    return (
+        f"{work.concurrency} call(s) of {work.isl:,} in + {work.osl:,} out arriving at once: bound by {binding}, "
+        f"decode batch {pred.decode_batch:.1f}"
+    )
+
+
+def figure_lines(pred: Prediction) -> list[str]:
+    """TTFT p50/p90 and ITL p50/p90, each with its band and source."""
+    lines = [
+        f"TTFT p50 {pred.ttft_p50.text()}",
+        f"TTFT p90 {pred.ttft_p90.text()}",
+        f"ITL p50 {pred.itl_p50.text('ms')}",
+        f"ITL p90 {pred.itl_p90.text('ms')}",
+    ]
+    if pred.rejected:
+        lines.append(f"{pred.rejected} call(s) refused by the router's queue (full or timed out); TTFT counts the rest")
+    return lines
+
+
+def time_lines(pred: Prediction, work: Workload, slo: Slo | None = None) -> list[str]:
+    lines = [f"time: {describe(pred, work)}"] + [f"  {line}" for line in figure_lines(pred)]
+    if slo:
+        misses = slo.misses(pred)
+        lines.append(f"  SLO ({slo.text()}): " + ("met" if not misses else "missed: " + "; ".join(misses)))
+    return lines
+
+
+def as_dict(pred: Prediction, work: Workload, slo: Slo | None = None) -> dict[str, Any]:
+    """A prediction as plain, json-able data: each figure's ms and its text (with band and source)."""
+    out: dict[str, Any] = {
+        "calls": work.concurrency,
+        "isl": work.isl,
+        "osl": work.osl,
+        "binding": pred.binding,
+        "decode_batch": round(pred.decode_batch, 2),
+        "rejected": pred.rejected,
+        "tokens_per_s_per_call": round(pred.tokens_per_s_per_call, 1),
+        "notes": list(pred.notes),
+    }
+    for name in ("ttft_p50", "ttft_p90", "itl_p50", "itl_p90"):
+        fig = getattr(pred, name)
+        out[name] = {
+            "ms": fig.ms,
+            "low_ms": fig.low,
+            "high_ms": fig.high,
+            "source": fig.source,
+            "text": fig.text("s" if name.startswith("ttft") else "ms"),
+        }
+    if slo:
+        out["slo"] = slo.text()
+        out["slo_misses"] = slo.misses(pred)
+    return out
+
+
+def predicted_times(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    model_config: Mapping[str, Any],
+    shapes: Sequence[str | Shape | tuple[int, int]],
+    *,
+    osl: int = DEFAULT_OUTPUT_TOKENS,
+    steps: StepSource | None = None,
+    slo: Slo | None = None,
+) -> list[dict[str, Any]]:
+    """Predicted TTFT / ITL of each shape (`100x200k`, a Shape or (calls, tokens)) on the declared fleet, as plain
+    dicts (as_dict, plus "shape"). steps None: AIConfigurator when installed (default_steps). Without a step source
+    each dict is {"shape", "error": "time: not predicted (make perf-venv)"}."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    source = steps if steps is not None else default_steps()
+    parsed = [parse_shape(s) if isinstance(s, str) else s if isinstance(s, Shape) else Shape(*s) for s in shapes]
+    cases = [(shape_of(fleet, model_config, s.tokens), workload(s.calls, s.tokens, osl)) for s in parsed]
+    try:
+        preds = predict_shapes(cases, source)
+    except TimeUnavailable as exc:
+        return [{"shape": str(s), "error": str(exc)} for s in parsed]
+    return [{"shape": str(s)} | as_dict(p, w, slo) for s, p, (_f, w) in zip(parsed, preds, cases, strict=True)]
+
+
+def audit_times(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    model_config: Mapping[str, Any],
+    steps: StepSource | None = None,
+) -> list[dict[str, Any]]:
+    """The audit's time lines: the longest call (the served per-call context) and the typical one
+    (sglang_workload.p90_context_tokens, else TYPICAL_TOKENS), each at the router's admitted concurrency (else what
+    the decode fleet runs at once), as {shape, ttft_p50, ttft_p90, itl_p50, itl_p90, binding} texts, or {shape,
+    unavailable}."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    memory = fleet_answer(fleet, model_config, None).memory
+    work = next((hv.get("sglang_workload") for hv in hostvars.values() if hv.get("sglang_workload")), None) or {}
+    typical = min(int(work.get("p90_context_tokens") or TYPICAL_TOKENS), memory.served_tokens)
+    named = [("the longest call", memory.served_tokens), ("a typical call", typical)]
+    shapes = []
+    for label, tokens in named:
+        calls = memory.router_admits or fleet_answer(fleet, model_config, tokens).memory.parallel
+        shapes.append((f"{label}, {calls} x {tokens:,} tokens at the router's admission", Shape(calls, tokens)))
+    out = []
+    for (label, _shape), found in zip(
+        shapes, predicted_times(hostvars, groups, model_config, [s for _l, s in shapes], steps=steps), strict=True
+    ):
+        if "error" in found:
+            out.append({"shape": label, "unavailable": found["error"]})
+            continue
+        texts = {k: found[k]["text"] for k in ("ttft_p50", "ttft_p90", "itl_p50", "itl_p90")}
+        refused = f"; {found['rejected']} refused by the router's queue" if found["rejected"] else ""
+        binding = found["binding"] + refused
+        out.append({"shape": label, **texts, "binding": binding})
+    return out
+
+
+# ---------------------------------------------------------------- the planner in time
+
+
+def _option_tokens(option: Option, shape: Shape) -> int:
+    return option.tokens(shape)
+
+
+def plan_in_time(
+    result: Plan,
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    slo: Slo | None,
+    steps: StepSource | None,
+    osl: int = DEFAULT_OUTPUT_TOKENS,
+) -> Plan:
+    """Adds the predicted times to a memory plan: today's, each option's, and with an SLO whether each meets it;
+    where an answer (or today's fleet, when it fits in memory) misses the TTFT SLO, the fewest extra prefill hosts
+    (and the chunk size) that meet it, as options of their own. The plan is changed in place and returned."""
+    shape = result.shape
+    result.slo = slo.text() if slo else ""
+    options = result.options + result.shorter
+    cases = [(shape_of(fleet, model_config, shape.tokens), workload(shape.calls, shape.tokens, osl))]
+    for option in options:
+        tokens = _option_tokens(option, shape)
+        cases.append((shape_of(option.changed_fleet(), model_config, tokens), workload(shape.calls, tokens, osl)))
+    try:
+        preds = predict_shapes(cases, steps)
+    except TimeUnavailable as exc:
+        result.today_times = [str(exc)]
+        for option in options:
+            option.times = [str(exc)]
+        return result
+    result.today_times = time_lines(preds[0], cases[0][1], slo)
+    result.today_meets_slo = not slo.misses(preds[0]) if slo else None
+    for option, pred, (_f, work) in zip(options, preds[1:], cases[1:], strict=True):
+        option.times = time_lines(pred, work, slo)
+        option.meets_slo = not slo.misses(pred) if slo else None
+    if not slo:
+        return result
+    bases: list[tuple[Option | None, FleetShape, Workload]] = []
+    if result.fits_today and result.today_meets_slo is False:
+        bases.append((None, cases[0][0], cases[0][1]))
+    for option, (shape_, work) in zip(options, cases[1:], strict=True):
+        if option.exact and option.meets_slo is False:
+            bases.append((option, shape_, work))
+    added: list[tuple[Option | None, Option]] = []
+    notes: list[str] = []
+    for base, base_shape, work in bases:
+        found = _more_prefill(result, fleet, model_config, slo, steps, osl, base, base_shape, work)
+        if isinstance(found, Option):
+            added.append((base, found))
+        else:
+            notes.append(found)
+    for base, option in added:
+        at = result.options.index(base) + 1 if base is not None else 0
+        result.options.insert(at, option)
+    result.refused += notes
+    return result
+
+
+def _more_prefill(
+    result: Plan,
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    slo: Slo,
+    steps: StepSource | None,
+    osl: int,
+    base: Option | None,
+    base_shape: FleetShape,
+    work: Workload,
+) -> Option | str:
+    """The fewest extra prefill hosts (then the declared chunk size before another) on top of `base` (None: today's
+    fleet) whose predicted times meet `slo`; a sentence when none within MAX_EXTRA_PREFILL_HOSTS does."""
+    chunks = list(dict.fromkeys([base_shape.chunked_prefill_size, *CHUNK_CHOICES]))
+    grid = [(k, c) for k in range(1, MAX_EXTRA_PREFILL_HOSTS + 1) for c in chunks]
+    trial = [
+        (dataclasses.replace(base_shape, prefill_engines=base_shape.prefill_engines + k, chunked_prefill_size=c), work)
+        for k, c in grid
+    ]
+    try:
+        preds = predict_shapes(trial, steps)
+    except TimeUnavailable as exc:
+        return str(exc)
+    name = base.title if base is not None else "today's fleet"
+    for (k, c), pred in zip(grid, preds, strict=True):
+        if slo.misses(pred):
+            continue
+        settings = [] if c == base_shape.chunked_prefill_size else [("prefill", "chunked_prefill_size", c)]
+        title = f"add {k} prefill host{'s' if k > 1 else ''}" + (f", chunked_prefill_size {c}" if settings else "")
+        source = base if base is not None else Option("admit more calls", fleet=fleet.copy())
+        option = extend(source, model_config, result.shape, title, settings, add_prefill_hosts=k)
+        if option.refused:
+            continue
+        tokens = _option_tokens(option, result.shape)
+        shape_ = shape_of(option.changed_fleet(), model_config, tokens)
+        try:
+            (final,) = predict_shapes([(shape_, workload(result.shape.calls, tokens, osl))], steps)
+        except TimeUnavailable as exc:
+            return str(exc)
+        option.times = time_lines(final, work, slo)
+        option.meets_slo = not slo.misses(final)
+        return option
+    best = min(preds, key=lambda p: p.ttft_p90.ms)
+    return (
+        f"{name}: no option within {MAX_EXTRA_PREFILL_HOSTS} more prefill hosts and chunk sizes "
+        f"{', '.join(str(c) for c in chunks)} meets the SLO ({slo.text()}); the best gives TTFT p90 "
+        f"{best.ttft_p90.text()}, ITL p90 {best.itl_p90.text('ms')}"
+    )
+
+
+# ---------------------------------------------------------------- risks in time
+
+
+def time_risks(
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    tokens: int,
+    slo: Slo = DEFAULT_SLO,
+    steps: StepSource | None = None,
+    osl: int = DEFAULT_OUTPUT_TOKENS,
+) -> list[dict[str, Any]]:
+    """Time findings (as sglang_risks.Finding.as_dict gives them) for calls of `tokens` tokens:
+    - router_admits_beyond_prefill_slo: the router admits more calls than the prefill engines start within the
+      TTFT p90 SLO (all admitted calls arriving at once);
+    - decode_batch_beyond_itl_slo: a decode batch at the running limit gives an ITL above the ITL p90 SLO.
+    Without a step source: one info finding that says time was not predicted."""
+    shape = shape_of(fleet, model_config, tokens)
+    admitted = shape.router_max_concurrent or shape.decode_max_running * shape.decode_engines
+    running = shape.decode_max_running
+    work = workload(admitted, tokens, osl)
+    full = workload(running * shape.decode_engines, tokens, osl)
+    try:
+        at_admitted, at_full = predict_shapes([(shape, work), (shape, full)], steps)
+    except TimeUnavailable as exc:
+        summary = f"the time risks were not judged: {exc}"
+        return [_finding("time_not_predicted", "info", summary, {"tokens_per_call": tokens}, [])]
+    findings = []
+    prefill = [f"{h} prefill" for h in fleet.hosts("prefill")]
+    if slo.ttft_p90_ms is not None and at_admitted.ttft_p90.ms > slo.ttft_p90_ms:
+        one = sum(t.ms for t in at_admitted.terms[:2])  # one prompt's prefill on one engine
+        xfer = at_admitted.terms[2].ms
+        per_pass = max(1, shape.chunked_prefill_size // work.isl) if work.isl <= shape.chunked_prefill_size else 1
+        rounds = max(0, math.floor((slo.ttft_p90_ms - xfer) / one)) if one > 0 else 0
+        # the p90 call is the ceil(0.9 N)-th to start: N calls meet the SLO when that one starts in time
+        starts = math.floor(shape.prefill_engines * rounds * per_pass / 0.9)
+        engines_needed = math.ceil(math.ceil(0.9 * admitted) / max(1, rounds * per_pass)) if rounds else None
+        fixes = []
+        if engines_needed is not None and engines_needed > shape.prefill_engines:
+            extra = engines_needed - shape.prefill_engines
+            fixes.append(
+                change(
+                    fleet,
+                    model_config,
+                    f"add {extra} prefill host{'s' if extra > 1 else ''}",
+                    [],
+                    add_prefill_hosts=extra,
+                )
+            )
+        if starts >= 1:
+            fixes.append(
+                change(
+                    fleet,
+                    model_config,
+                    f"admit only what the prefill engines start within {_seconds(slo.ttft_p90_ms)}",
+                    [("router", "max_concurrent_requests", starts)],
+                )
+            )
+        findings.append(
+            _finding(
+                "router_admits_beyond_prefill_slo",
+                "warn",
+                f"the router admits {admitted} parallel calls of {tokens:,} tokens, but {shape.prefill_engines} "
+                f"prefill engine(s) start about {starts} of them within the TTFT p90 SLO of "
+                f"{_seconds(slo.ttft_p90_ms)} (one prompt's prefill {one / 1000:,.1f} s): predicted TTFT p90 "
+                f"{at_admitted.ttft_p90.text()}",
+                {
+                    "router_admits": admitted,
+                    "prefill_engines": shape.prefill_engines,
+                    "starts_within_slo": starts,
+                    "ttft_p90_s": round(at_admitted.ttft_p90.ms / 1000, 1),
+                    "slo_ttft_p90_s": slo.ttft_p90_ms / 1000,
+                    "tokens_per_call": tokens,
+                },
+                prefill,
+                fixes,
+            )
+        )
+    if slo.itl_p90_ms is not None and at_full.itl_full.ms > slo.itl_p90_ms:
+        findings.append(
+            _finding(
+                "decode_batch_beyond_itl_slo",
+                "warn",
+                f"a decode batch at the running limit ({running} calls of {tokens:,} tokens per engine) gives an ITL "
+                f"of {at_full.itl_full.text('ms')}, above the ITL p90 SLO of {_seconds(slo.itl_p90_ms)}",
+                {
+                    "decode_running_limit": running,
+                    "itl_at_limit_ms": round(at_full.itl_full.ms, 1),
+                    "slo_itl_p90_ms": slo.itl_p90_ms,
+                    "tokens_per_call": tokens,
+                },
+                [f"{h} decode" for h in fleet.hosts("decode")],
+                [change(fleet, model_config, "a second decode engine halves the batch", [], add_decode_hosts=1)],
+            )
+        )
+    return findings
+
+
+def _finding(
+    id_: str,
+    severity: str,
+    summary: str,
+    numbers: dict[str, Any],
+    servers: list[str],
+    fixes: Sequence[Option] = (),
+) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "severity": severity,
+        "summary": summary,
+        "numbers": numbers,
+        "servers": servers,
+        "fixes": [
+            {"title": o.title, "diff": o.diff_lines(), "valid": not o.refused, "refused": o.refused} for o in fixes
+        ],
+    }
+
+
+# ---------------------------------------------------------------- one request
+
+
+def request_times(
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    input_tokens: int,
+    new_tokens: int,
+    steps: StepSource | None,
+) -> list[str]:
+    """Predicted TTFT / ITL of one call of `input_tokens` + `new_tokens` on an idle fleet, and with as many such
+    calls as the router admits (the decode running slots when it admits without bound) arriving at once."""
+    tokens = input_tokens + new_tokens
+    shape = shape_of(fleet, model_config, tokens)
+    admitted = shape.router_max_concurrent or shape.decode_max_running * shape.decode_engines
+    idle = Workload(isl=max(1, input_tokens), osl=max(1, new_tokens), concurrency=1)
+    busy = Workload(isl=max(1, input_tokens), osl=max(1, new_tokens), concurrency=admitted)
+    try:
+        one, many = predict_shapes([(shape, idle), (shape, busy)], steps)
+    except TimeUnavailable as exc:
+        return [str(exc)]
+    who = "the router's max_concurrent_requests" if shape.router_max_concurrent else "the decode running slots"
+    lines = ["idle fleet, " + time_lines(one, idle)[0]] + [f"  {line}" for line in figure_lines(one)]
+    lines += [f"at the admitted concurrency ({admitted}, {who}), " + time_lines(many, busy)[0]]
+    return lines + [f"  {line}" for line in figure_lines(many)]

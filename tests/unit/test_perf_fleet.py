@@ -1,0 +1,173 @@
+"""The time model on a declared fleet (plugin_utils/sglang_perf_fleet.py) with a stub step source of hand-set step
+times: every prefill pass 1,000 ms, every decode step 10 ms, no attention growth (so no bf16 index-key term) and the
+KV transfer declared free (backend fake). Expected values are computed by hand in each test."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+    Shape,
+    change,
+    fleet_from_inventory,
+    plan,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
+from conftest import load_model
+from shipped import shipped_inventory
+
+
+class Stub:
+    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
+        return [StepTime(1000.0, 1000.0, 0.0, 0.0, 0.0, "stub", "0.5.14") for _ in queries]
+
+    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
+        return [StepTime(10.0, 10.0, 0.0, 0.0, 0.0, "stub", "0.5.14") for _ in queries]
+
+
+def production(**common: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    hostvars, groups = copy.deepcopy(shipped_inventory("production"))
+    hv = hostvars["gpu-node-01"]
+    hv["sglang_engine_common"] = {**hv["sglang_engine_common"], "disaggregation_transfer_backend": "fake", **common}
+    return hostvars, groups
+
+
+DSV4 = load_model("deepseek-v4-flash")
+SRC = "stub (100% measured); our model: "
+
+
+def test_shape_of_production_reads_the_fleet_answer() -> None:
+    hostvars, groups = production()
+    shape = perf.fleet_shape_of(hostvars, groups, DSV4, 200_000)
+    assert (shape.prefill_engines, shape.decode_engines, shape.prefill_tp, shape.decode_tp) == (1, 1, 4, 4)
+    assert shape.chunked_prefill_size == 8192
+    assert shape.decode_max_running == 55  # the fleet answer at 200,000 tokens: the KV pool binds below 64 slots
+    assert perf.fleet_shape_of(hostvars, groups, DSV4, None).decode_max_running == 64
+    assert (shape.router_max_concurrent, shape.router_queue_size, shape.router_queue_timeout_s) == (64, 256, 60.0)
+    assert shape.model == "deepseek-ai/DeepSeek-V4-Flash" and shape.transfer_backend == "fake"
+    assert shape.key_ratio != 1.0  # bf16 index keys declared
+
+
+def test_predicted_times_one_short_call() -> None:
+    # 1 call of 4,000 tokens: 3,000 in (one pass, 1,000 ms; no transfer), 1,000 out at 10 ms a step
+    (one,) = perf.predicted_times(*production(), DSV4, [(1, 4000)], steps=Stub())
+    assert (one["shape"], one["isl"], one["osl"], one["binding"]) == (
+        "1 parallel calls x 4,000 tokens",
+        3000,
+        1000,
+        "none",
+    )
+    assert one["ttft_p50"]["ms"] == pytest.approx(1000.0)
+    # band: 51 % of the estimated 1,000 ms
+    assert one["ttft_p90"]["text"] == f"1.00 s (0.49-1.51; {SRC}bf16 index keys)"
+    assert one["itl_p50"]["ms"] == pytest.approx(10.0)
+    assert one["itl_p90"]["text"].startswith("10.00 ms (6.90-13.10; stub (100% measured); our model: decode p90 batch")
+
+
+def test_predicted_times_a_burst_queues_on_the_prefill_engine() -> None:
+    # 10 calls of 3,000 in arriving at once: 2 prompts a pass (8192 // 3000), 5 passes of 1,000 ms;
+    # TTFTs 1,1,2,2,3,3,4,4,5,5 s: p50 (5th) 3 s, p90 (9th) 5 s
+    (burst,) = perf.predicted_times(*production(), DSV4, ["10x4000"], steps=Stub())
+    assert burst["ttft_p50"]["ms"] == pytest.approx(3000.0)
+    assert burst["ttft_p90"]["ms"] == pytest.approx(5000.0)
+
+
+def test_predicted_times_without_a_step_source_say_so() -> None:
+    out = perf.predicted_times(*production(), DSV4, ["1x4k"])  # the unit tests have no estimator venv
+    assert out == [{"shape": "1 parallel calls x 4,000 tokens", "error": "time: not predicted (make perf-venv)"}]
+
+
+def test_slo_parsing_and_misses() -> None:
+    assert perf.parse_duration_ms("60s") == 60_000 and perf.parse_duration_ms("80ms") == 80
+    assert perf.parse_duration_ms("1.5m") == 90_000 and perf.parse_duration_ms("80", "ms") == 80
+    with pytest.raises(ValueError, match="a duration"):
+        perf.parse_duration_ms("soon")
+    slo = perf.Slo(ttft_p90_ms=500.0, itl_p90_ms=80.0, tokens_per_s=200.0)
+    assert slo.text() == "TTFT p90 <= 500 ms, ITL p90 <= 80 ms, >= 200 output tokens/s per call"
+    assert not perf.Slo()
+
+
+def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
+    # 20 calls of 4,000 tokens (3,000 in) fit today (64 slots). At chunk 8192 an engine prefills 2 prompts a pass of
+    # 1,000 ms: the 18th call (p90 of 20) ends pass ceil(18 / 2) = 9, TTFT p90 9 s. For <= 2 s: with 8192, P prefill
+    # engines need ceil(9 / P) <= 2, P = 5; with 16384 a pass holds 5 prompts, ceil(18 / 5P) <= 2 holds at P = 2.
+    # The fewest hosts win: 1 more prefill host and chunk 16384.
+    hostvars, groups = production()
+    fleet = fleet_from_inventory(hostvars, groups)
+    result = plan(fleet, DSV4, Shape(20, 4000))
+    perf.plan_in_time(result, fleet, DSV4, perf.Slo(ttft_p90_ms=2000.0), Stub())
+    assert result.fits_today and result.today_meets_slo is False
+    assert "  SLO (TTFT p90 <= 2 s): missed: TTFT p90 9.0 s > 2 s" in result.today_times
+    (option,) = result.options
+    assert option.title == "add 1 prefill host, chunked_prefill_size 16384" and option.meets_slo is True
+    assert option.diff_lines() == [
+        "inventory: add host gpu-node-01-prefill2 (a copy of gpu-node-01's prefill engine, 1 of 1) to group "
+        "sglang_prefill",
+        "gpu-node-01: sglang_advertise_host: 127.0.0.1 -> gpu-node-01 (an address the new hosts reach)",
+        "sglang_engine_common.chunked_prefill_size: 8192 -> 16384",
+    ]
+    assert option.times[-1] == "  SLO (TTFT p90 <= 2 s): met"
+    assert option.times[2].startswith("  TTFT p90 2.00 s (")
+
+
+def test_many_added_hosts_of_a_role_are_one_diff_line() -> None:
+    hostvars, groups = production()
+    fleet = fleet_from_inventory(hostvars, groups)
+    option = change(fleet, DSV4, "more prefill", [], add_prefill_hosts=4)
+    assert option.diff_lines()[0] == (
+        "inventory: add hosts gpu-node-01-prefill2 .. gpu-node-01-prefill5 to group sglang_prefill "
+        "(4 copies of gpu-node-01's prefill engine)"
+    )
+
+
+def test_plan_without_a_step_source_says_time_was_not_predicted() -> None:
+    hostvars, groups = production()
+    fleet = fleet_from_inventory(hostvars, groups)
+    result = perf.plan_in_time(plan(fleet, DSV4, Shape(100, 200_000)), fleet, DSV4, perf.Slo(60_000.0), None)
+    assert result.today_times == ["time: not predicted (make perf-venv)"]
+    assert all(o.times == ["time: not predicted (make perf-venv)"] for o in result.options + result.shorter)
+    assert all(o.meets_slo is None for o in result.options)
+
+
+def test_time_risks_router_beyond_prefill_and_itl() -> None:
+    # router admits 64 calls of 4,000 tokens: 32 passes of 1,000 ms; 60 s SLO is met, a 5 s one is not:
+    # 5 rounds x 2 prompts = 10 started in time, so about floor(10 / 0.9) = 11 calls meet TTFT p90
+    hostvars, groups = production()
+    fleet = fleet_from_inventory(hostvars, groups)
+    assert perf.time_risks(fleet, DSV4, 4000, perf.Slo(60_000.0, 80.0), Stub()) == []
+    (prefill, itl) = perf.time_risks(fleet, DSV4, 4000, perf.Slo(5_000.0, 5.0), Stub())
+    assert prefill["id"] == "router_admits_beyond_prefill_slo"
+    assert prefill["numbers"]["starts_within_slo"] == 11
+    assert [f["title"] for f in prefill["fixes"]] == [
+        "add 5 prefill hosts",  # ceil(ceil(0.9 * 64) / 10) = 6 engines
+        "admit only what the prefill engines start within 5 s",
+    ]
+    assert itl["id"] == "decode_batch_beyond_itl_slo" and itl["numbers"]["itl_at_limit_ms"] == 10.0
+
+
+def test_the_audit_predicts_the_longest_and_the_typical_call_at_the_routers_admission() -> None:
+    # The router admits 64. The longest call: 524,288 - 2 = 524,286 tokens, 523,286 in = 64 chunks of 8,192 at
+    # 1,000 ms: 64 s a prompt; the typical call (no sglang_workload): 32,768 tokens, 31,768 in = 4 chunks: 4 s.
+    # 64 prompts first in, first out on one prefill engine: p50 the 32nd, p90 the 58th (ceil(0.9 x 64)).
+    longest, typical = perf.audit_times(*production(), DSV4, steps=Stub())
+    assert longest["shape"] == "the longest call, 64 x 524,286 tokens at the router's admission"
+    assert longest["ttft_p50"].startswith("2,048.00 s (") and longest["ttft_p90"].startswith("3,712.00 s (")
+    assert typical["shape"] == "a typical call, 64 x 32,768 tokens at the router's admission"
+    assert typical["ttft_p50"].startswith("128.00 s (") and typical["ttft_p90"].startswith("232.00 s (")
+    assert typical["itl_p50"].startswith("10.00 ms (") and "stub" in typical["itl_p50"]
+    assert longest["binding"] == typical["binding"] == "prefill engine"
+
+
+def test_the_audit_says_when_time_is_not_predicted() -> None:
+    hostvars, groups = production()
+    hostvars["gpu-node-01"]["sglang_workload"] = {"p90_context_tokens": 16_384}
+    found = perf.audit_times(hostvars, groups, DSV4, steps=None)  # the unit tests have no estimator venv
+    assert [f["shape"] for f in found] == [
+        "the longest call, 64 x 524,286 tokens at the router's admission",
+        "a typical call, 64 x 16,384 tokens at the router's admission",
+    ]
+    assert all(f["unavailable"] == perf.NOT_PREDICTED for f in found)
