@@ -107,6 +107,12 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
         assert f"{deployed.host} {role} (" in run.output, f"no table for {role}"
     assert "key                   declared  on disk  running  effective" in run.output
     assert "parallel calls:" in run.output
+    # The time model's TTFT / ITL for the longest and the typical call at the router's admission, with band and
+    # source (make test builds the estimator's venv, so they are predicted, not "not predicted").
+    times = report["fleet"]["predicted_time"]
+    assert [t["shape"].split(",")[0] for t in times] == ["the longest call", "a typical call"], times
+    assert all("AIConfigurator 0.12.0" in t["ttft_p90"] and "our model" in t["ttft_p90"] for t in times), times
+    assert "predicted time, the longest call" in run.output
     decode = server(report, deployed.host, "decode")
     assert decode["version"] == "0.5.23" and decode["capacity"]["full_length_fit"] > 0
     # The effective index-key dtype, with where it came from, in the table and the notes.

@@ -344,7 +344,7 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
     batch = float(per_engine_max)
     rate = workload.rate_per_s / 1000.0 if workload.rate_per_s is not None else None
     throughput = 0.0
-    for _ in range(60):
+    for _round in range(60):
         step = terms.interpolate_batch(step50, batch)
         demand = rate if rate is not None else admitted / (pass_ms + xfer + osl * step)
         throughput = min(demand, cap_prefill, cap_transfer, cap_decode)
@@ -464,11 +464,11 @@ class _Recorder:
 
     def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
         self.prefills += queries
-        return [StepTime(1.0, 1.0, 0.0, 0.0, 0.0, "recorder") for _ in queries]
+        return [StepTime(1.0, 1.0, 0.0, 0.0, 0.0, "recorder") for _query in queries]
 
     def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
         self.decodes += queries
-        return [StepTime(1.0, 1.0, 0.0, 0.0, 0.0, "recorder") for _ in queries]
+        return [StepTime(1.0, 1.0, 0.0, 0.0, 0.0, "recorder") for _query in queries]
 
 
 class _Table:
