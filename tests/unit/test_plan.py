@@ -161,3 +161,22 @@ def test_rollout_plan_of_one_host_names_the_outage(production: tuple[Fleet, dict
     text = "\n".join(render_plan(whole, steps, 8192))
     assert "decode on gpu-node-01: outage: no decode engine left" in text
     assert "503 + Retry-After" in text
+
+
+def test_another_decode_host_opens_a_loopback_lab_to_the_network() -> None:
+    """The lab listens on and advertises 127.0.0.1 (one host serves everything): a host added to it must be reached
+    from elsewhere, so the option also binds the engines to every address and advertises the host's name, and only
+    then passes the validation's listen/advertise rules."""
+    hostvars, groups = shipped_inventory("lab")
+    hostvars = {h: dict(v) for h, v in hostvars.items()}
+    host = next(iter(hostvars))
+    common = dict(hostvars[host]["sglang_engine_common"], host="127.0.0.1")  # as Ansible renders the lab's template
+    hostvars[host]["sglang_engine_common"] = common
+    fleet = Fleet(hostvars, groups)
+    config = model_config_for(hostvars[host])
+    result = plan(fleet, config, Shape(2 * fleet_fit(fleet, config, 200_000).parallel, 200_000))
+    first = result.options[0]
+    assert first.added_hosts and first.refused == [], first.refused
+    assert ("sglang_engine_common.host", "127.0.0.1", "0.0.0.0") in first.changes, first.changes
+    assert (f"{host}: sglang_advertise_host", "127.0.0.1", f"{host} (an address the new hosts reach)") in first.changes
+    assert first.fleet is not None and check_fleet(first.fleet.hostvars, first.fleet.groups, config) == []

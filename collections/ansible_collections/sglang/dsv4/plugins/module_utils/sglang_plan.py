@@ -228,8 +228,12 @@ def _add_prefill_hosts(fleet: Fleet, option: Option, count: int) -> None:
 
 
 def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
-    """Hosts that advertised loopback (one host served everything) are now reached from other hosts: they advertise
-    their inventory name instead (the operator may put an address there)."""
+    """Hosts that listened on or advertised loopback (one host served everything) are now reached from other hosts:
+    the engines listen on every address, and each host advertises its inventory name (the operator may put an
+    address there)."""
+    for role in ("prefill", "decode"):
+        if any(_is_loopback(str(engine_envelope(role, fleet.hostvars[h]).get("host"))) for h in fleet.hosts(role)):
+            _set(fleet, option, role, "host", "0.0.0.0")
     for host in sorted({h for role in ("prefill", "decode", "router") for h in fleet.hosts(role)}):
         hv = fleet.hostvars[host]
         before = hv.get("sglang_advertise_host") or hv.get("ansible_host")
