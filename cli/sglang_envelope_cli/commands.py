@@ -145,9 +145,13 @@ def format_table(entry: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --no-time: memory only (the time model's answers then say "not predicted").
+_TIME = {"on": True}
+
+
 def time_steps() -> StepSource | None:
     """The time model's step source: AIConfigurator's measured data when its venv is installed (make perf-venv)."""
-    return perf.default_steps()
+    return perf.default_steps() if _TIME["on"] else None
 
 
 def risk_section(
@@ -317,6 +321,9 @@ def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sglang-envelope")
+    parser.add_argument(
+        "--no-time", action="store_true", help="memory only: leave out the time model (TTFT/ITL predictions)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capacity", help="capacity table and chart of every engine host of an inventory")
     cap.add_argument("--inventory", "-i", required=True)
@@ -345,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     req.add_argument("--max-new-tokens", type=int, required=True)
     req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
     args = parser.parse_args(argv)
+    _TIME["on"] = not args.no_time
     if args.command == "plan":
         try:
             slo = parse_slo(args.ttft_p90, args.itl_p90, args.tokens_per_s)

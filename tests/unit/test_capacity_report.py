@@ -31,7 +31,17 @@ def test_capacity_command_prints_every_engine_and_writes_charts(tmp_path: Path) 
     (tmp_path / "hosts.yml").write_text(INVENTORY)
     out = tmp_path / "report"
     run = subprocess.run(
-        [sys.executable, "-m", "sglang_envelope_cli", "capacity", "-i", str(tmp_path / "hosts.yml"), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "sglang_envelope_cli",
+            "--no-time",
+            "capacity",
+            "-i",
+            str(tmp_path / "hosts.yml"),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -719,7 +719,8 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             [],
             [
-                "usage: sglang-envelope [-h] {capacity,plan,monitoring,check-request} ...",
+                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request} ...",
+                "  --no-time             memory only: leave out the time model (TTFT/ITL predictions)",
                 "    capacity            capacity table and chart of every engine host of an inventory",
                 "    plan                does a workload shape fit the inventory, and what makes it fit",
                 "    monitoring          Prometheus alert rules and their promtool tests from the envelope",

@@ -96,12 +96,14 @@ def test_a_shape_that_fits_needs_no_option(production: tuple[Fleet, dict]) -> No
 
 def test_plan_command_prints_the_options() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "sglang_envelope_cli", "plan", "-i", "inventories/production", "--want", "100x200k"],
+        [sys.executable, "-m", "sglang_envelope_cli", "--no-time", "plan", "-i", "inventories/production", "--want",
+         "100x200k"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "today: 55 at once, bound by decode KV pools" in run.stdout
     assert "option 1: add 1 decode host (as asked)" in run.stdout
+    assert "time: not predicted (make perf-venv)" in run.stdout  # --no-time: the memory answer alone
     bad = subprocess.run(
         [sys.executable, "-m", "sglang_envelope_cli", "plan", "-i", "inventories/production", "--want", "lots"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
