@@ -19,7 +19,6 @@ What the fleet runs at once is the fleet answer (plugins/module_utils/sglang_fle
 from __future__ import annotations
 
 import copy
-import ipaddress
 import math
 import re
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from .sglang_capacity import EngineLimits, activation_tokens, default_mem_fracti
 from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
 from .sglang_fleet import Engine, FleetAnswer, answer
 from .sglang_schema import parse_size
+from .sglang_sidedoors import advertise_of, is_loopback
 from .sglang_validate import check_fleet, engine_limits
 
 MAX_EXTRA_DECODE_HOSTS = 16
@@ -232,23 +232,16 @@ def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
     the engines listen on every address, and each host advertises its inventory name (the operator may put an
     address there)."""
     for role in ("prefill", "decode"):
-        if any(_is_loopback(str(engine_envelope(role, fleet.hostvars[h]).get("host"))) for h in fleet.hosts(role)):
+        if any(is_loopback(str(engine_envelope(role, fleet.hostvars[h]).get("host"))) for h in fleet.hosts(role)):
             _set(fleet, option, role, "host", "0.0.0.0")
     for host in sorted({h for role in ("prefill", "decode", "router") for h in fleet.hosts(role)}):
         hv = fleet.hostvars[host]
-        before = hv.get("sglang_advertise_host") or hv.get("ansible_host")
-        if before and _is_loopback(str(before)):
+        before, _variable = advertise_of(host, hv)
+        if is_loopback(before):
             hv["sglang_advertise_host"] = host
             option.changes.append(
                 (f"{host}: sglang_advertise_host", before, f"{host} (an address the new hosts reach)")
             )
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return address == "localhost" or ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls: int) -> None:

@@ -525,7 +525,8 @@ def _literal(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
         return None
 
 
-def _loopback(address: str) -> bool:
+def is_loopback(address: str) -> bool:
+    """Whether an address (a literal, bracketed IPv6 too, or `localhost`) reaches only this host."""
     literal = _literal(address)
     return address == "localhost" or (literal is not None and literal.is_loopback)
 
@@ -559,7 +560,7 @@ def address_problems(
                 "declare 0.0.0.0, or this host's own IPv6 address with sglang_advertise_host set to it",
             )
         ]
-    if _loopback(listen) and remote:
+    if is_loopback(listen) and remote:
         errors.append(
             _msg(
                 listen_var,
@@ -569,7 +570,7 @@ def address_problems(
                 "declare 0.0.0.0 or this host's address the peers reach",
             )
         )
-    elif _loopback(advertise) and remote:
+    elif is_loopback(advertise) and remote:
         errors.append(
             _msg(
                 advertise_var,
