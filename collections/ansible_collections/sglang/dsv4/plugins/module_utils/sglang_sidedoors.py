@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .sglang_argspec import SMG_ROWS, Flag, did_you_mean
 from .sglang_declared import GROUPS, declared_var, engine_envelope, router_envelope
 from .sglang_envtable import DEPRECATED, ENVS
 from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
+
+_N = TypeVar("_N", int, float)
 
 SGLANG = "SGLang 0.5.23"
 SMG = "smg 1.13.0"
@@ -131,18 +133,11 @@ def env_value_problem(name: str, text: str) -> str | None:
     )
 
 
-def _int_of(extra: Mapping[str, str], name: str) -> int | None:
+def _number_of(extra: Mapping[str, str], name: str, kind: Callable[[str], _N]) -> _N | None:
+    """The declared value of `name` as `kind` (int or float); None when unset or not a number of that kind."""
     text = extra.get(name)
     try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _float_of(extra: Mapping[str, str], name: str) -> float | None:
-    text = extra.get(name)
-    try:
-        return float(text) if text is not None else None
+        return kind(text) if text is not None else None
     except ValueError:
         return None
 
@@ -211,8 +206,8 @@ def _transfer_env_problems(
 ) -> list[str]:
     """Values the PD transfer code refuses at startup, or raises silently (sglang/srt/disaggregation/)."""
     errors: list[str] = []
-    queues = _int_of(extra, "SGLANG_DISAGGREGATION_QUEUE_SIZE")
-    pool = _int_of(extra, "SGLANG_DISAGGREGATION_THREAD_POOL_SIZE")
+    queues = _number_of(extra, "SGLANG_DISAGGREGATION_QUEUE_SIZE", int)
+    pool = _number_of(extra, "SGLANG_DISAGGREGATION_THREAD_POOL_SIZE", int)
     mooncake = backend.startswith("mooncake")
     if queues is not None and queues < 1 and backend in ("mooncake", "mooncake_tcp", "nixl"):
         errors.append(
@@ -247,7 +242,7 @@ def _transfer_env_problems(
                     f"declare at most {POOL_DERIVED_MAX}, or SGLANG_DISAGGREGATION_THREAD_POOL_SIZE >= {queues}",
                 )
             )
-    interval = _float_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL")
+    interval = _number_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", float)
     if interval is not None and interval < HEARTBEAT_MIN_S:
         errors.append(
             _msg(
@@ -258,7 +253,7 @@ def _transfer_env_problems(
                 f"declare at least {HEARTBEAT_MIN_S:g} (SGLang's default 5.0)",
             )
         )
-    failures = _int_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE")
+    failures = _number_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", int)
     if failures is not None and failures < 1:
         errors.append(
             _msg(
@@ -270,7 +265,7 @@ def _transfer_env_problems(
             )
         )
     for name in ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"):
-        seconds = _int_of(extra, name)
+        seconds = _number_of(extra, name, int)
         if seconds is not None and seconds < 1:
             errors.append(
                 _msg(
