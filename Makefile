@@ -55,7 +55,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
 .PHONY: help venv apt parser-venv perf-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
-	test-rollout test-stress lint verify molecule
+	test-rollout test-stress lint verify molecule bench
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -287,6 +287,13 @@ test-rollout: venv ## Limit changes under load on the lab (tests marked rollout,
 
 verify: venv ## The verify suite against the deployed lab
 	pytest verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
+
+# SGLang's own bench_serving against the inventory's router, each figure beside the time model's prediction; a router
+# that is not a lab host only with BENCH_ARGS=--production-load-ok. README.md "Benchmark".
+INVENTORY ?= inventories/lab/hosts.yml
+BENCH_ARGS ?=
+bench: venv parser-venv perf-venv ## bench_serving against INVENTORY's router (lab), measured beside predicted (BENCH_ARGS)
+	$(BIN)/sglang-envelope bench --inventory $(INVENTORY) $(BENCH_ARGS)
 
 # SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml runs the scenario on another single-host lab (make test does).
 molecule: venv apt ## molecule test: destroy, create, converge, idempotence, verify, destroy (takes the lab down)

@@ -1,2 +1,2 @@
 """The operator's command line over the envelope core: `sglang-envelope capacity | plan | check-request |
-monitoring`."""
+monitoring | bench`."""

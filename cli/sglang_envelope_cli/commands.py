@@ -1,6 +1,7 @@
 """`sglang-envelope capacity --inventory inventories/production`: the capacity table of every engine;
 `sglang-envelope plan --inventory inventories/production --want 100x200k`: does a workload shape fit,
-and which envelope changes make it fit.
+and which envelope changes make it fit; `sglang-envelope bench --inventory inventories/lab`: SGLang's bench_serving
+against the deployed router, measured beside predicted (bench.py).
 
 Host variables come from `ansible-inventory --list`, so group_vars/host_vars merge exactly as in a deploy.
 """
@@ -55,6 +56,8 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import re
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
+
+from . import bench
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
 
@@ -351,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     req.add_argument("--input-tokens", type=int, required=True)
     req.add_argument("--max-new-tokens", type=int, required=True)
     req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
+    bench.add_parser(sub)
     args = parser.parse_args(argv)
     _TIME["on"] = not args.no_time
     if args.command == "plan":
@@ -364,4 +368,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":
         return check_request_command(args.inventory, args.input_tokens, args.max_new_tokens, args.chat)
+    if args.command == "bench":
+        return bench.bench_command(args, load_inventory, model_config_for, time_steps())
     return capacity_command(args.inventory, args.out)

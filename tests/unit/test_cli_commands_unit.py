@@ -719,12 +719,14 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             [],
             [
-                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request} ...",
+                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request,bench} ...",
                 "  --no-time             memory only: leave out the time model (TTFT/ITL predictions)",
                 "    capacity            capacity table and chart of every engine host of an inventory",
                 "    plan                does a workload shape fit the inventory, and what makes it fit",
                 "    monitoring          Prometheus alert rules and their promtool tests from the envelope",
                 "    check-request       which limit would reject a request of this shape, with its text",
+                "    bench               benchmark the deployed fleet with SGLang's bench_serving, measured beside "
+                "predicted",
             ],
         ),
         (
@@ -759,8 +761,18 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
                 "  --chat                a chat request (the template adds tokens)",
             ],
         ),
+        (
+            ["bench"],
+            [
+                "usage: sglang-envelope bench [-h] --inventory INVENTORY [--want CALLSxTOKENS] [--output-tokens N] "
+                "[--concurrency C,C,...] [--prompts N] [--tokenizer PATH] [--url URL] [--out OUT]",
+                "                             [--production-load-ok]",
+                "  --want CALLSxTOKENS   shape, as plan --want (e.g. 64x32k); repeatable",
+                "  --production-load-ok  allow a router that is not a lab host: it gets full load",
+            ],
+        ),
     ],
-    ids=["top", "capacity", "plan", "monitoring", "check-request"],
+    ids=["top", "capacity", "plan", "monitoring", "check-request", "bench"],
 )
 def test_help(
     argv: list[str], lines: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

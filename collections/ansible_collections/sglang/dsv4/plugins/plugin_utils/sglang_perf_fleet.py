@@ -24,7 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    router_envelope,
+)
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     Fleet,
     Option,
@@ -171,6 +175,42 @@ def fleet_shape_of(
 ) -> FleetShape:
     """shape_of for an inventory's host variables and groups (as the CLI and the audit read them)."""
     return shape_of(fleet_from_inventory(hostvars, groups), model_config, tokens)
+
+
+SIM_SPEED_FACTOR = "SGLANG_SIM_SPEED_FACTOR"
+
+
+def sim_speed_factor(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> float | None:
+    """The time scale of an inventory's simulated engines: SGLANG_SIM_SPEED_FACTOR of sglang_engine_extra_env on the
+    engine hosts whose sglang_engine_command runs the simulator (`sglang_sim`). The simulator's clock runs at that
+    factor of the modelled speed, so a predicted time divided by it is what the simulator shows (0.5: times x 2).
+    None: real engines, or a simulator without the variable. ValueError when it is not a number > 0 or the
+    simulated engines declare different ones."""
+    found: dict[str, float] = {}
+    for role in ("prefill", "decode"):
+        for host in groups.get(GROUPS[role], []):
+            hv = hostvars.get(host) or {}
+            command = hv.get("sglang_engine_command") or ""
+            words = command if isinstance(command, list | tuple) else [command]
+            if not any("sglang_sim" in str(word) for word in words):
+                continue
+            raw = (hv.get("sglang_engine_extra_env") or {}).get(SIM_SPEED_FACTOR)
+            if raw is None or str(raw).strip() == "":
+                continue
+            try:
+                value = float(str(raw))
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(
+                    f"{host}: sglang_engine_extra_env.{SIM_SPEED_FACTOR}={raw!r} is not a number > 0; fix: declare "
+                    "the simulator's speed factor as a plain number, e.g. '0.5'"
+                )
+            found[host] = value
+    if len(set(found.values())) > 1:
+        listed = ", ".join(f"{h} {v:g}" for h, v in sorted(found.items()))
+        raise ValueError(f"the simulated engines declare different {SIM_SPEED_FACTOR}s ({listed}); fix: one value")
+    return next(iter(found.values()), None)
 
 
 def workload(calls: int, tokens: int, osl: int = DEFAULT_OUTPUT_TOKENS) -> Workload:

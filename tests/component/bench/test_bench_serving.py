@@ -1,0 +1,73 @@
+"""`sglang-envelope bench` end to end without a lab: SGLang 0.5.23's own bench_serving, through the runner in the
+parser venv, against a simulated prefill and decode engine behind the real smg 1.13.0 router on loopback, with the
+lab inventory's API key. The model's prediction is printed beside each measurement; its agreement is checked on the
+lab (where the simulator keeps the model's time), not here."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import xml.dom.minidom
+from pathlib import Path
+
+import pytest
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from sglang_envelope_cli import bench
+from sglang_envelope_cli.commands import main
+from simtools import Launcher, free_port
+
+REPO = Path(__file__).resolve().parents[3]
+LAB_KEY = "lab-test-key-not-secret"  # inventories/lab/group_vars/all/lab.yml
+SERVING = next(bench.PARSER_VENV.glob("lib/python*/site-packages/sglang/benchmark/serving.py"), None)
+
+
+def test_every_flag_the_bench_passes_is_bench_servings_own() -> None:
+    assert SERVING is not None, f"{bench.PARSER_VENV} has no SGLang; fix: make parser-venv"
+    defined = set(re.findall(r'add_argument\(\s*"(--[a-z0-9-]+)"', SERVING.read_text()))
+    wave = bench.Level("1x300", 1, 1, 200, 100)
+    used = {a for a in bench.bench_argv(wave, "http://127.0.0.1:1", "/tok", Path("/o")) if a.startswith("--")}
+    assert used <= defined, sorted(used - defined)
+
+
+def test_bench_against_simulators_and_smg(
+    launcher: Launcher, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    bport = free_port()
+    common = ["--context-length", "8192", "--api-key", LAB_KEY]
+    prefill = launcher.sim([*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)])
+    decode = launcher.sim([*common, "--disaggregation-mode", "decode"])
+    _router, url = launcher.smg(
+        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
+         "--policy", "round_robin", "--api-key", LAB_KEY]
+    )  # fmt: skip
+    out = tmp_path / "report"
+    argv = ["bench", "--inventory", str(REPO / "inventories" / "lab"), "--url", url, "--want", "4x300"]
+    rc = main([*argv, "--output-tokens", "100", "--concurrency", "4,1", "--out", str(out)])
+    printed = capfd.readouterr().out
+    table = printed[printed.index("bench of ") :]
+    print(table)  # the measured figures beside the model's, with their ratios
+    assert rc == 0, printed[-3000:]
+    assert f"written: {out / 'bench.json'}" in printed and f"written: {out / 'bench.svg'}" in printed
+
+    doc = json.loads((out / "bench.json").read_text())
+    xml.dom.minidom.parse(str(out / "bench.svg"))
+    assert [(lv["concurrency"], lv["prompts"], lv["isl"], lv["osl"]) for lv in doc["levels"]] == [
+        (4, 4, 200, 100),
+        (1, 1, 200, 100),
+    ]
+    assert doc["versions"]["sglang (bench_serving)"] == "0.5.23"
+    for level in doc["levels"]:
+        result = level["result"]
+        assert result["completed"] == level["prompts"], result["errors"]
+        # the generated tokenizer counts the simulator's output as the simulator does
+        assert result["total_output_tokens_retokenized"] == result["total_output_tokens"] == level["prompts"] * 100
+        assert result["total_input_tokens"] == level["prompts"] * 200
+        for key in ("median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "p90_itl_ms", "output_throughput"):
+            assert result[key] > 0 and math.isfinite(result[key]), key
+        predicted = level["predicted"]
+        if "error" in predicted:
+            assert predicted["error"] == perf.NOT_PREDICTED
+        else:
+            ttft = next(r for r in level["rows"] if r["figure"] == "TTFT p50")
+            assert ttft["ratio"] == pytest.approx(result["median_ttft_ms"] / ttft["predicted"])
