@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import smg_live
 from probes.verdicts import admission_problems, describe, rejection_problems
-from verify_expect import ENGINE_ROLES, HostPlan
+from verify_expect import ENGINE_ROLES, HostPlan, probes_off
 from verify_remote import run_probe
 from verify_session import plan_of, snapshot_of
 
@@ -85,13 +85,9 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def probe(request: pytest.FixtureRequest, runner: Any, host: Any) -> dict[str, Any]:
     plan = plan_of(runner, host.backend.host)
-    if "router" not in plan.servers:
-        pytest.skip(f"{plan.name} does not serve router (not in group sglang_router)")
-    wanted = request.config.getoption("probes")
-    enabled = bool(plan.settings["sglang_verify_probes"]) if wanted is None else wanted
-    if not enabled:
-        why = "--no-probes" if wanted is False else "sglang_verify_probes is false; --probes turns them on"
-        pytest.skip(f"envelope probes are off ({why})")
+    off = probes_off(plan, request.config.getoption("probes"))
+    if off:
+        pytest.skip(off)
     config = probe_config(runner, plan)
     result = run_probe(host, plan, config)
     assert "error" not in result, f"probe: {result['error']}"

@@ -42,6 +42,13 @@ VERIFY_DEFAULTS: dict[str, Any] = {
     "sglang_verify_gpu_memory_tolerance": 0.05,  # nvidia-smi memory vs sglang_gpu_memory_gib
     "sglang_verify_http_timeout": 5.0,  # seconds per HTTP call the checks make on the host
     "sglang_verify_python": "python3",  # interpreter on the host that runs the check and probe scripts
+    # The time probe (test_verify_time.py, with the envelope probes): streamed requests one at a time through the
+    # router, their median TTFT and ITL within this share of the time model's prediction for that workload (0.5:
+    # 50 % to 150 % of it; on the simulator the prediction divided by its SGLANG_SIM_SPEED_FACTOR).
+    "sglang_verify_time_tolerance": 0.5,
+    "sglang_verify_time_requests": 3,  # requests of the time probe, one after another
+    "sglang_verify_time_input_tokens": 1000,  # prompt tokens of each
+    "sglang_verify_time_output_tokens": 32,  # output tokens of each
 }
 
 # Variables rendered before the envelopes are built (the rest stays raw).
@@ -74,6 +81,10 @@ _RENDER = (
     "sglang_build_wheel_sha256",
     *VERIFY_DEFAULTS,
 )
+
+
+# What the time model reads of each engine host beyond the envelope (the simulator's speed factor, the workload).
+FLEET_VARS = ("sglang_engine_command", "sglang_engine_extra_env", "sglang_workload")
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -214,6 +225,29 @@ def _model_inputs(v: Mapping[str, Any]) -> dict[str, Any] | None:
     """The capacity model's inputs of an engine host, from the model's config.json beside the roles (the audit's)."""
     config = REPO / "models" / str((v.get("sglang_model") or {}).get("name") or "none") / "config.json"
     return sglang_declared.model_inputs(v, json.loads(config.read_text())) if config.is_file() else None
+
+
+def probes_off(plan: HostPlan, wanted: bool | None) -> str | None:
+    """Why the probes through the router do not run on this host (None: they do); `wanted` is --probes (True),
+    --no-probes (False) or neither (None: sglang_verify_probes)."""
+    if "router" not in plan.servers:
+        return f"{plan.name} does not serve router (not in group sglang_router)"
+    if wanted is False:
+        return "envelope probes are off (--no-probes)"
+    if wanted is None and not plan.settings["sglang_verify_probes"]:
+        return "envelope probes are off (sglang_verify_probes is false; --probes turns them on)"
+    return None
+
+
+def inventory_fleet(
+    all_raw: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """(host variables, groups) of every SGLang host of the inventory, rendered as the time model reads a fleet
+    (sglang_perf_fleet.fleet_shape_of, sim_speed_factor)."""
+    raw = next(iter(all_raw.values()), {})
+    groups = {str(g): list(h) for g, h in (raw.get("groups") or {}).items()}
+    hosts = {h for g in sglang_declared.GROUPS.values() for h in groups.get(g, [])}
+    return {h: render_vars(all_raw[h], (*_RENDER, *FLEET_VARS)) for h in sorted(hosts)}, groups
 
 
 def build_plan(host: str, raw_vars: Mapping[str, Any], all_raw: Mapping[str, Mapping[str, Any]]) -> HostPlan:

@@ -56,6 +56,11 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import re
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import (
+    LiveFiguresMissing,
+    LiveSteps,
+    live_steps,
+)
 
 from . import bench
 
@@ -157,15 +162,25 @@ def time_steps() -> StepSource | None:
     return perf.default_steps() if _TIME["on"] else None
 
 
+def steps_origin(steps: StepSource) -> str:
+    """Where the time model's step times come from, in words: the live fleet or AIConfigurator."""
+    if isinstance(steps, LiveSteps):
+        return steps.describe()
+    version = getattr(steps, "version", None)
+    return f"AIConfigurator {version()} (its measured H200 step data)" if callable(version) else type(steps).__name__
+
+
 def risk_section(
     hostvars: Mapping[str, Any],
     groups: Mapping[str, list[str]],
     tokens: int | None = None,
     slo: perf.Slo = perf.DEFAULT_SLO,
     osl: int = perf.DEFAULT_OUTPUT_TOKENS,
+    steps: StepSource | None = None,
 ) -> str:
     """The risks of the declared fleet, with validated fixes (Markdown), and the time risks for calls of `tokens`
-    (None: sglang_workload.p90_context_tokens, else perf.TYPICAL_TOKENS) against `slo`."""
+    (None: sglang_workload.p90_context_tokens, else perf.TYPICAL_TOKENS) against `slo`, on `steps` (None: the
+    default step source, time_steps)."""
     fleet = fleet_from_inventory(hostvars, groups)
     engines = fleet.hosts("decode") or fleet.hosts("prefill")
     if not engines:
@@ -175,7 +190,7 @@ def risk_section(
     findings = [f.as_dict() for f in risks(state, fleet, config)]
     if fleet.hosts("prefill") and fleet.hosts("decode"):
         length = tokens or int(state.workload.get("p90_context_tokens") or perf.TYPICAL_TOKENS)
-        findings += perf.time_risks(fleet, config, length, slo, time_steps(), osl)
+        findings += perf.time_risks(fleet, config, length, slo, steps or time_steps(), osl)
     lines = render_risks(findings) or ["none found"]
     return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
 
@@ -229,9 +244,12 @@ def plan_command(
     wants: Sequence[str],
     slo: perf.Slo | None = None,
     osl: int = perf.DEFAULT_OUTPUT_TOKENS,
+    from_live: str | None = None,
 ) -> int:
     """The plan of each shape, in memory and (when the estimator is installed) in time, then the risks; the time
-    risks are judged at the last shape's call length against `slo` (perf.DEFAULT_SLO when none is given)."""
+    risks are judged at the last shape's call length against `slo` (perf.DEFAULT_SLO when none is given).
+    `from_live`: the time model's step times from the live fleet as an audit report measured it (its folder or
+    audit.json; "": the newest report of this fleet under reports/), shaped by AIConfigurator where installed."""
     try:
         shapes = [parse_shape(w) for w in wants]
         hostvars, groups = load_inventory(inventory)
@@ -241,15 +259,22 @@ def plan_command(
             raise PlanError(f"{inventory} declares no engine host; fix: add hosts to sglang_decode")
         config = model_config_for(hostvars[first[0]])
         steps = time_steps()
+        if from_live is not None:
+            if not _TIME["on"]:
+                raise PlanError("--from-live asks for time, --no-time leaves it out: pass one of them")
+            engines = sorted(set(fleet.hosts("prefill") + fleet.hosts("decode")))
+            steps = live_steps(from_live or None, REPO / "reports", engines, steps)
         timed = bool(fleet.hosts("prefill") and fleet.hosts("decode"))
+        if timed and steps is not None:
+            print(f"time from: {steps_origin(steps)}\n")
         for shape in shapes:
             result = plan(fleet, config, shape)
             if timed:
                 perf.plan_in_time(result, fleet, config, slo or None, steps, osl)
             print(render(result, inventory))
         risk_slo = slo if slo else perf.DEFAULT_SLO
-        print(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl))
-    except (PlanError, EnvelopeError, CapacityError) as exc:
+        print(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl, steps))
+    except (PlanError, EnvelopeError, CapacityError, LiveFiguresMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -346,6 +371,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help=f"output tokens of each call, out of its CALLSxTOKENS length (default {perf.DEFAULT_OUTPUT_TOKENS})",
     )
+    want.add_argument(
+        "--from-live",
+        nargs="?",
+        const="",
+        metavar="REPORT",
+        help="time from the live fleet: the step times the audit measured (an audit report folder or its audit.json; "
+        "default the newest reports/audit-*/ of this inventory's engines) instead of AIConfigurator's",
+    )
     mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
     mon.add_argument("--inventory", "-i", required=True)
     mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
@@ -363,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PlanError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return plan_command(args.inventory, args.want, slo, args.output_tokens)
+        return plan_command(args.inventory, args.want, slo, args.output_tokens, args.from_live)
     if args.command == "monitoring":
         return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":

@@ -740,8 +740,10 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
             ["plan"],
             [
                 "usage: sglang-envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS [--ttft-p90 DURATION] "
-                "[--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N]",
+                "[--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N] [--from-live [REPORT]]",
                 "  --want CALLSxTOKENS   e.g. 100x200k; repeat for more",
+                "  --from-live [REPORT]  time from the live fleet: the step times the audit measured (an audit report "
+                "folder or its audit.json; default the newest reports/audit-*/ of this inventory's engines)",
             ],
         ),
         (

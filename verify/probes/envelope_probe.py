@@ -17,6 +17,8 @@ printed. Probes (each optional):
   they are all admitted or queued (expect 429 within `reject_s`). Fan-out is capped at `max_parallel`.
 - total: streamed requests whose tokens together exceed the decode engine's KV pool (expect each one to be
   completed or rejected before it starts, none cut off mid-generation), capped at `max_requests`.
+- time: `requests` streamed requests of `input_tokens` + `output_tokens`, one after another: each one's TTFT (to its
+  first output chunk) and ITL (first to last output chunk over the tokens between them).
 
 Exit status: 0 when the probe ran (the verdict is for the caller), 1 on a bad config.
 """
@@ -121,7 +123,8 @@ def post_stream(client: Client, body: bytes, timeout: float) -> dict[str, Any]:
     """One streamed /generate: whether it completed, was rejected before its first output chunk, or was cut off.
 
     `chunks` counts the chunks that carry output; an error event (how a router reports an engine's refusal
-    inside a stream) is kept apart as `stream_error`.
+    inside a stream) is kept apart as `stream_error`. `first_s` / `last_s`: seconds from the request to its first
+    and last output chunk, `first_tokens` / `last_tokens`: the completion tokens each reported.
     """
     start = time.monotonic()
     out: dict[str, Any] = {"status": None, "chunks": 0, "done": False}
@@ -154,6 +157,10 @@ def post_stream(client: Client, body: bytes, timeout: float) -> dict[str, Any]:
                     continue
                 out["chunks"] += 1  # chunks with generated output
                 out.update({k: v for k, v in _meta(chunk).items() if v is not None})
+                seen = round(time.monotonic() - start, 6)
+                if out["chunks"] == 1:
+                    out["first_s"], out["first_tokens"] = seen, out.get("completion_tokens")
+                out["last_s"], out["last_tokens"] = seen, out.get("completion_tokens")
     except TimeoutError:
         out["error"] = f"timeout: no data within {timeout:.0f} s"
         out["timeout"] = True
@@ -345,6 +352,27 @@ def probe_total(
     return out
 
 
+def probe_time(client: Client, cfg: dict[str, Any], token_id: int, deadline: float) -> dict[str, Any]:
+    """Streamed requests one after another: each one's TTFT (`ttft_s`) and ITL (`itl_s`, first to last output chunk
+    over the tokens generated between them)."""
+    n_input, n_output = int(cfg["input_tokens"]), int(cfg["output_tokens"])
+    body = generate_body(n_input, n_output, token_id, stream=True)
+    results: list[dict[str, Any]] = []
+    for _ in range(int(cfg["requests"])):
+        remaining = deadline - time.monotonic() - 1.0
+        if remaining <= 1.0:
+            results.append({"status": None, "error": "no time left before the probe deadline", "timeout": True})
+            break
+        one = post_stream(client, body, min(remaining, float(cfg.get("timeout_s", 60))))
+        if one.get("first_s") is not None:
+            one["ttft_s"] = one["first_s"]
+            between = int(one.get("last_tokens") or 0) - int(one.get("first_tokens") or 0)
+            if between > 0:
+                one["itl_s"] = (one["last_s"] - one["first_s"]) / between
+        results.append(one)
+    return {"input_tokens": n_input, "output_tokens": n_output, "results": results}
+
+
 def main() -> int:
     try:
         cfg = json.loads(sys.argv[1])
@@ -367,6 +395,8 @@ def main() -> int:
                 out["parallel"] = probe_parallel(client, cfg["parallel"], cal, token_id, deadline)
             if cfg.get("total"):
                 out["total"] = probe_total(client, cfg["total"], cal, token_id, deadline)
+    if cfg.get("time"):
+        out["time"] = probe_time(client, cfg["time"], token_id, deadline)
     out["seconds"] = round(time.monotonic() - begin, 3)
     print(json.dumps(out))
     return 0

@@ -763,6 +763,7 @@ def test_normalize_engine_of_sglangs_decode_bodies() -> None:
             "status": "ready",
         },
         "version": "0.5.23",
+        "latency": {},  # read_engine parses it from /metrics' text (parse_latency)
     }
 
 
@@ -793,6 +794,7 @@ def test_normalize_engine_of_nothing() -> None:
             "status": None,
         },
         "version": None,
+        "latency": {},
     }
 
 

@@ -190,6 +190,7 @@ def test_entry_keeps_what_the_readers_report_and_the_verdict() -> None:
             "release_switch": None,
         },
         "capacity": {},
+        "latency": {},
     }  # fmt: skip
 
 
@@ -935,6 +936,7 @@ JSON = """\
         "h: host unreachable: no ssh"
       ],
       "host": "h",
+      "latency": {},
       "layers": {
         "in_progress": {
           "since": "2026-01-02 03:04:05"

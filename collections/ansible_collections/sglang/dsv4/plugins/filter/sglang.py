@@ -159,13 +159,60 @@ def gate_settled(
 
 
 def predicted_times(
-    hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """The audit's predicted TTFT / ITL of the declared fleet (plugin_utils.sglang_perf_fleet.audit_times)."""
-    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_fleet import audit_times
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    measured: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The audit's predicted TTFT / ITL of the declared fleet and, given the measured latency (measured_latency), the
+    prediction at the measured load, at the simulator's speed factor where the engines are the simulator:
+    plugin_utils.sglang_perf_fleet.audit_predictions ({predicted, at_load})."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import measured_load
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as _perf
 
     declared = declared_fleet(hostvars, groups)
-    return audit_times(declared["hostvars"], declared["groups"], _plain(model_config))
+    names = declared["groups"]
+    engine_vars = ("sglang_engine_command", "sglang_engine_extra_env")
+    factor = _perf.sim_speed_factor({h: pick(hostvars[h], engine_vars) for h in declared["hostvars"]}, names)
+    load = measured_load(_plain(measured)) if measured else None
+    return _perf.audit_predictions(declared["hostvars"], names, _plain(model_config), load=load, speed_factor=factor)
+
+
+def latency_query(window: str) -> str:
+    """The one Prometheus query of the engines' latency over `window` (module_utils.sglang_latency.prometheus_query,
+    on the monitoring role's engine job and its role label)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import ENGINE_JOB
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import prometheus_query
+
+    return prometheus_query(str(window), ENGINE_JOB)
+
+
+def measured_latency(
+    records: Sequence[Mapping[str, Any]],
+    prometheus: Mapping[str, Any] | None = None,
+    window: str = "",
+    at: str = "",
+    prometheus_host: str = "",
+) -> dict[str, Any]:
+    """The fleet's measured latency per engine role (module_utils.sglang_latency.measure) from the audit's records
+    (each engine's /metrics histograms) and, where it answered, Prometheus over `window` (`prometheus`: the
+    registered ansible.builtin.uri result of the latency_query; skipped or failed: the engines' /metrics alone)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import measure
+
+    engines = []
+    for record in _plain(records):
+        live = record.get("live") or {}
+        if record.get("role") in ("prefill", "decode") and live.get("latency"):
+            running = (live.get("load") or {}).get("running")
+            engines.append({"host": record["host"], "role": record["role"], "latency": live["latency"],
+                            "running": running})  # fmt: skip
+    result = _plain(prometheus) or {}
+    answer = result.get("json") if isinstance(result.get("json"), Mapping) else None
+    notes = []
+    if prometheus_host and not result.get("skipped") and answer is None:
+        why = result.get("msg") or f"HTTP {result.get('status')}"
+        notes.append(f"Prometheus on {prometheus_host} did not answer ({why}): the engines' /metrics instead")
+    return measure(engines, answer, str(window), str(at), notes)
 
 
 def module_closure(program: str) -> list[str]:
@@ -569,6 +616,8 @@ class FilterModule:
             "sglang_entry_differs": entry_differs,
             "sglang_healthy": healthy,
             "sglang_predicted_times": predicted_times,
+            "sglang_latency_query": latency_query,
+            "sglang_measured_latency": measured_latency,
             "sglang_gate_message": gate_message,
             "sglang_gate_probe_text": gate_probe_text,
             "sglang_gate_settled": gate_settled,

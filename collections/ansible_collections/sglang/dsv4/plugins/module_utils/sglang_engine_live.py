@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from .sglang_http import Fetched, ServerLive, Transport, describe, fetch, fetch_concurrently, set_status
+from .sglang_latency import COUNTERS, HISTOGRAMS
 from .sglang_schema import BY_NAME, keys_for
 
 IGNORED = "<ignored>"  # effective value of a flag the engine accepts but does not apply
@@ -121,6 +122,43 @@ def parse_metrics(text: str) -> dict[str, float]:
         else:
             sums.setdefault(name, value)
     return sums
+
+
+_LE = re.compile(r'le="([^"]*)"')
+_PARTS = {f"{metric}{suffix}": (figure, suffix) for figure, metric in HISTOGRAMS.items() for suffix in
+          ("_bucket", "_count", "_sum")}  # fmt: skip
+_COUNTER_OF = {metric: name for name, metric in COUNTERS.items()}
+
+
+def parse_latency(text: str) -> dict[str, Any]:
+    """SGLang's latency histograms and request counters (sglang_latency.HISTOGRAMS, COUNTERS) of a /metrics page,
+    summed over their label sets (streaming or not, ranks): {figure: {buckets: [[le, cumulative], ...] (finite
+    bounds), count, sum}, counter: total}. A histogram the engine does not publish is absent."""
+    out: dict[str, Any] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name, value = match.group(1), float(match.group(3))
+        if name in _COUNTER_OF:
+            out[_COUNTER_OF[name]] = out.get(_COUNTER_OF[name], 0.0) + value
+            continue
+        if name not in _PARTS:
+            continue
+        figure, suffix = _PARTS[name]
+        hist = out.setdefault(figure, {"buckets": [], "count": 0.0, "sum": 0.0})
+        if suffix == "_bucket":
+            le = _LE.search(match.group(2) or "")
+            if le and le.group(1) != "+Inf":
+                bound = float(le.group(1))
+                mine = buckets.setdefault(figure, {})
+                mine[bound] = mine.get(bound, 0.0) + value
+        else:
+            hist[suffix[1:]] += value
+    for figure, found in buckets.items():
+        out[figure]["buckets"] = [[bound, found[bound]] for bound in sorted(found)]
+    return out
 
 
 # ---------------------------------------------------------------- which source wins
@@ -240,6 +278,7 @@ class EngineLive:
     load: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # token capacity, attn dp size, max_req_input_len...
     version: str | None = None
+    latency: dict[str, Any] = field(default_factory=dict)  # parse_latency of /metrics (sglang_latency reads it)
 
 
 def _typed(name: str, value: Any) -> Any:
@@ -395,4 +434,6 @@ def read_engine(
         got["loads"].data if got["loads"].ok else None,
         parse_metrics(text.data) if text is not None and text.ok else None,
     )
+    if text is not None and text.ok:
+        result.engine.latency = parse_latency(text.data)
     return result

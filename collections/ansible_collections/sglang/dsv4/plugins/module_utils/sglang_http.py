@@ -219,6 +219,7 @@ class ServerLive:
             "notes": engine.notes if engine else {},
             "load": engine.load if engine else {},
             "live_facts": engine.facts if engine else {},
+            "latency": engine.latency if engine else {},
             "router": self.router,
             "errors": self.errors,
             "warnings_seen": self.warnings,

@@ -38,8 +38,9 @@ from .sglang_fleet import (
     engine_calls,
     router_admission,
 )
+from .sglang_latency import HISTOGRAMS, METRICS_SOURCE, engine_summary, seconds, summary_lines
 from .sglang_plan import Fleet
-from .sglang_risks import EngineState, FleetState, risks, workload_of
+from .sglang_risks import EngineState, FleetState, measured_time_risks, risks, workload_of
 from .sglang_risks import render as render_risks
 
 LAYERS = ("declared", "on_disk", "running", "effective")
@@ -69,6 +70,7 @@ class Server:
     router: dict[str, Any] = field(default_factory=dict)
     layers: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, Any] = field(default_factory=dict)  # sglang_latency.engine_summary of its /metrics
 
 
 def _msg(result: Mapping[str, Any] | None) -> str:
@@ -124,6 +126,8 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
         router=dict(live.get("router") or {}),
         layers={k: layers.get(k) for k in LAYER_FIELDS},
     )
+    if live.get("latency"):
+        server.latency = engine_summary(live["latency"], (live.get("load") or {}).get("running"))
     if live.get("status") == "unreachable":
         server.status = "unreachable"
     elif server.errors:
@@ -310,10 +314,16 @@ def build(
     declared: Fleet | None = None,
     model_config: Mapping[str, Any] | None = None,
     predicted_time: Sequence[Mapping[str, Any]] = (),
+    measured_time: Mapping[str, Any] | None = None,
+    time_tolerance: float = 0.5,
+    time_min_requests: int = 20,
 ) -> Report:
     """The report of the read `records`. `predicted_time`: the time model's predictions for the declared fleet
     (plugin_utils.sglang_perf_fleet, made on the controller), each {shape, ttft_p50, ttft_p90, itl_p50, itl_p90,
-    binding} as text, or {shape, unavailable} where the model could not run."""
+    binding} as text, or {shape, unavailable} where the model could not run. `measured_time`: the fleet's measured
+    latency (sglang_latency.measure) with `at_load`, the model's prediction at the measured load
+    (sglang_perf_fleet.audit_predictions); a measured TTFT or ITL p50 off the prediction by more than
+    `time_tolerance`, over at least `time_min_requests` requests, is a risk (measured_time_off_model)."""
     order = {"prefill": 0, "decode": 1, "router": 2}
     servers = sorted((server_from_record(r) for r in records), key=lambda s: (order.get(s.role, 9), s.host))
     router_cap = router_admission([s.live for s in servers if s.role == "router" and s.live])
@@ -324,6 +334,10 @@ def build(
     fleet = fleet_capacity(servers)
     if predicted_time:
         fleet["predicted_time"] = [dict(p) for p in predicted_time]
+    if measured_time:
+        fleet["measured_time"] = dict(measured_time)
+        at_load = measured_time.get("at_load") or {}
+        findings += measured_time_risks(measured_time, at_load, time_tolerance, time_min_requests)
     return Report(servers, fleet, fail_on_drift, [f.as_dict() for f in findings])
 
 
@@ -423,6 +437,61 @@ def fleet_lines(fleet: Mapping[str, Any]) -> list[str]:
             f"predicted time, {p['shape']}: TTFT p50 {p['ttft_p50']}, p90 {p['ttft_p90']}; "
             f"ITL p50 {p['itl_p50']}, p90 {p['itl_p90']}; bound by {p['binding']}"
         )
+    if fleet.get("measured_time"):
+        lines += measured_lines(fleet["measured_time"])
+    return lines
+
+
+# The measured figures printed beside the model's, as (name, sglang_latency figure, quantile, prediction key).
+COMPARED = (
+    ("TTFT p50", "ttft", "p50_s", "ttft_p50"),
+    ("TTFT p90", "ttft", "p90_s", "ttft_p90"),
+    ("ITL p50", "itl", "p50_s", "itl_p50"),
+    ("ITL p90", "itl", "p90_s", "itl_p90"),
+)
+
+
+def measured_lines(measured: Mapping[str, Any]) -> list[str]:
+    """The measured latency per engine role, then each measured TTFT / ITL beside the model's prediction at the
+    measured load with their ratio and sources."""
+    lines = []
+    roles = measured.get("roles") or {}
+    for role in ("decode", "prefill"):
+        found = roles.get(role)
+        if not found:
+            continue
+        hosts = ", ".join(found.get("engines") or [])
+        head, *rest = summary_lines(found)
+        lines.append(f"measured time, {role} engines ({hosts}; {found.get('source')}): {head}")
+        lines += [f"  {line}" for line in rest]
+    lines += [f"  note: {n}" for n in measured.get("notes") or []]
+    at_load = measured.get("at_load") or {}
+    decode = roles.get("decode") or {}
+    if not decode:
+        return lines or ["measured time: no decode engine published its latency (/metrics)"]
+    if at_load.get("unavailable"):
+        lines.append(f"the model at the measured load: {str(at_load['unavailable']).removeprefix('time: ')}")
+        return lines
+    if "ttft_p50" not in at_load:
+        return [*lines, "the model at the measured load: not predicted (no finished request on the decode engines)"]
+    work = at_load.get("workload") or {}
+    lines.append(
+        f"measured vs the model at the measured load ({work.get('concurrency')} call(s) of {work.get('isl', 0):,} in "
+        f"+ {work.get('osl', 0):,} out):"
+    )
+    for name, key, stat, predicted_key in COMPARED:
+        figure = decode.get(key) or {}
+        value = figure.get(stat)
+        predicted = at_load[predicted_key]
+        if value is None:
+            why = f"not published ({HISTOGRAMS[key]})" if not figure else "no observation"
+            lines.append(f"  {name}: measured {why}; model {predicted['text']}")
+            continue
+        ratio = value * 1000 / predicted["ms"] if predicted["ms"] else float("inf")
+        lines.append(
+            f"  {name}: measured {seconds(value)} ({decode.get('source')}), model {predicted['text']}: "
+            f"ratio {ratio:.2f}"
+        )
     return lines
 
 
@@ -439,6 +508,10 @@ def _server_extra(server: Server) -> list[str]:
         load = server.load
         usage = _pct(load.get("token_usage"))
         lines.append(f"load: {load.get('running')} running, {load.get('queued')} queued, token usage {usage}")
+    if server.latency:
+        head, *rest = summary_lines({k: v for k, v in server.latency.items() if k != "running"})
+        lines.append(f"latency ({METRICS_SOURCE.replace('each engine', 'the engine')}): {head}")
+        lines += [f"  {line}" for line in rest]
     if server.router:
         r = server.router
         ready = "ready" if r.get("ready") else "NOT ready"

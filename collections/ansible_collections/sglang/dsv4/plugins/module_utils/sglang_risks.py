@@ -352,6 +352,56 @@ def risks(
     return sorted(judge.findings, key=lambda f: -SEVERITIES.index(f.severity))
 
 
+# The measured figures judged against the model, as (name, sglang_latency figure, prediction key).
+MEASURED_TIME_FIGURES = (("TTFT p50", "ttft", "ttft_p50"), ("ITL p50", "itl", "itl_p50"))
+
+
+def measured_time_risks(
+    measured: Mapping[str, Any], at_load: Mapping[str, Any], tolerance: float, min_requests: int
+) -> list[Finding]:
+    """measured_time_off_model: the decode engines' measured TTFT or ITL p50 (sglang_latency.measure) lies more than
+    `tolerance` (0.5: +-50 %) from the time model's prediction at the measured load (`at_load`: the prediction as
+    sglang_perf_fleet.as_dict gives it, with its workload), judged once the figure counts `min_requests` finished
+    requests. The hardware is the truth: a finding says to recalibrate, it never fails the audit."""
+    decode = (measured.get("roles") or {}).get("decode") or {}
+    if not decode or "ttft_p50" not in at_load:
+        return []
+    findings = []
+    work = at_load.get("workload") or {}
+    load = f"{work.get('concurrency')} call(s) of {work.get('isl', 0):,} in + {work.get('osl', 0):,} out"
+    servers = [f"{h} decode" for h in decode.get("engines") or []]
+    for name, key, predicted_key in MEASURED_TIME_FIGURES:
+        figure = decode.get(key) or {}
+        requests = int(figure.get("count") or 0) if key == "ttft" else int(decode.get("requests") or 0)
+        predicted = float(at_load[predicted_key]["ms"])
+        if figure.get("p50_s") is None or requests < min_requests or predicted <= 0:
+            continue
+        measured_ms = float(figure["p50_s"]) * 1000
+        ratio = measured_ms / predicted
+        if abs(ratio - 1) <= tolerance:
+            continue
+        findings.append(
+            Finding(
+                "measured_time_off_model",
+                "warn",
+                f"measured {name} {measured_ms:,.1f} ms ({decode.get('source')}) is {ratio:.2f} x the time model's "
+                f"{predicted:,.1f} ms at the measured load ({load}), beyond +-{tolerance:.0%}: the hardware is the "
+                "truth: recalibrate with plan --from-live",
+                {
+                    "figure": name,
+                    "measured_ms": round(measured_ms, 1),
+                    "predicted_ms": round(predicted, 1),
+                    "ratio": round(ratio, 2),
+                    "tolerance": tolerance,
+                    "requests": requests,
+                    "source": decode.get("source"),
+                },
+                servers,
+            )
+        )
+    return findings
+
+
 def render(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     """Text lines for findings (as Finding.as_dict gives them): each with its numbers and its fixes."""
     lines = []

@@ -65,6 +65,22 @@ options:
     type: list
     elements: dict
     default: []
+  measured_time:
+    description:
+      - The fleet's measured latency (filter C(sglang.dsv4.sglang_measured_latency)) per engine role, from Prometheus
+        over a window or from the engines' C(/metrics) since they started, with C(at_load), the time model's
+        prediction at the measured load (filter C(sglang.dsv4.sglang_predicted_times)).
+      - Printed in the fleet section beside the prediction, with the ratio and the source of each figure; a measured
+        TTFT or ITL p50 off the prediction by more than O(time_tolerance) is the risk C(measured_time_off_model).
+    type: dict
+  time_tolerance:
+    description: How far a measured TTFT or ITL p50 may lie from the model's prediction (0.5 is +-50 %).
+    type: float
+    default: 0.5
+  time_min_requests:
+    description: Finished requests a measured figure needs before it is judged against the model.
+    type: int
+    default: 20
 seealso:
   - module: sglang.dsv4.sglang_live_info
   - module: sglang.dsv4.sglang_layers_info
@@ -114,7 +130,9 @@ summary:
       description: Unreachable servers, errors, or drift when O(fail_on_drift).
       type: bool
 fleet:
-  description: The binding limit on parallel calls and the router and decode figures it comes from.
+  description:
+    - The binding limit on parallel calls and the router and decode figures it comes from.
+    - C(predicted_time) and C(measured_time) when given (the measured latency and the model at the measured load).
   returned: always
   type: dict
 risks:
@@ -148,6 +166,9 @@ def main() -> None:
             "fleet": {"type": "dict"},
             "model_config": {"type": "dict"},
             "predicted_time": {"type": "list", "elements": "dict", "default": []},
+            "measured_time": {"type": "dict"},
+            "time_tolerance": {"type": "float", "default": 0.5},
+            "time_min_requests": {"type": "int", "default": 20},
         },
         supports_check_mode=True,
     )
@@ -159,6 +180,9 @@ def main() -> None:
         fleet,
         module.params["model_config"],
         module.params["predicted_time"],
+        module.params["measured_time"],
+        module.params["time_tolerance"],
+        module.params["time_min_requests"],
     )
     try:
         files = write(report, module.params["directory"])

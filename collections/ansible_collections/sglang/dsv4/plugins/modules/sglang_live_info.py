@@ -164,6 +164,15 @@ live_facts:
     max_req_input_len (empty unless an engine answered)."
   returned: always
   type: dict
+latency:
+  description:
+    - "The engine's latency histograms and request counters from the same V(/metrics) read, summed over their label
+      sets, since the engine started: C(ttft), C(itl), C(e2e) (each C(buckets) as [upper bound, cumulative count],
+      C(count), C(sum), in seconds) and C(prompt_tokens), C(generation_tokens), C(requests)."
+    - Empty without V(/metrics); a histogram the engine does not publish is absent.
+  returned: always
+  type: dict
+  sample: {ttft: {buckets: [[0.1, 5.0], [0.2, 15.0]], count: 24.0, sum: 5.17}, requests: 24.0, prompt_tokens: 37000.0}
 router:
   description: Router state; null for engines and when the router did not answer.
   returned: always

@@ -42,6 +42,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import engine_limits
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
+    Figure,
     FleetShape,
     Prediction,
     StepSource,
@@ -313,37 +314,88 @@ def predicted_times(
     return [{"shape": str(s)} | as_dict(p, w, slo) for s, p, (_f, w) in zip(parsed, preds, cases, strict=True)]
 
 
+def at_speed(pred: Prediction, factor: float | None) -> Prediction:
+    """`pred` as engines running at `factor` times the modelled speed show it (sim_speed_factor): every time divided
+    by the factor, the factor named in each figure's source; None or 1: `pred` itself."""
+    if not factor or factor == 1:
+        return pred
+
+    def scaled(fig: Figure) -> Figure:
+        source = f"{fig.source}; divided by {factor:g}, the simulator's {SIM_SPEED_FACTOR}"
+        return dataclasses.replace(fig, ms=fig.ms / factor, estimated_ms=fig.estimated_ms / factor, source=source)
+
+    return dataclasses.replace(
+        pred,
+        ttft_p50=scaled(pred.ttft_p50),
+        ttft_p90=scaled(pred.ttft_p90),
+        itl_p50=scaled(pred.itl_p50),
+        itl_p90=scaled(pred.itl_p90),
+        itl_full=scaled(pred.itl_full),
+        ttft_steady=scaled(pred.ttft_steady),
+        calls_per_s=pred.calls_per_s * factor,
+        terms=[dataclasses.replace(t, ms=t.ms / factor) for t in pred.terms],
+    )
+
+
+def audit_predictions(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    model_config: Mapping[str, Any],
+    load: tuple[int, int, int] | None = None,
+    steps: StepSource | None = None,
+    speed_factor: float | None = None,
+) -> dict[str, Any]:
+    """The audit's predictions in one round of step queries: `predicted`, the longest call (the served per-call
+    context) and the typical one (sglang_workload.p90_context_tokens, else TYPICAL_TOKENS), each at the router's
+    admitted concurrency (else what the decode fleet runs at once), as {shape, ttft_p50, ttft_p90, itl_p50, itl_p90,
+    binding} texts or {shape, unavailable}; and `at_load`, the prediction at the measured load `load` = (prompt
+    tokens, output tokens, concurrency) (sglang_latency.measured_load) as as_dict gives it, with its `workload`, at
+    the simulator's `speed_factor` (at_speed); {} without a load, {unavailable} without a step source."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    memory = fleet_answer(fleet, model_config, None).memory
+    work = next((hv.get("sglang_workload") for hv in hostvars.values() if hv.get("sglang_workload")), None) or {}
+    typical = min(int(work.get("p90_context_tokens") or TYPICAL_TOKENS), memory.served_tokens)
+    named = [("the longest call", memory.served_tokens), ("a typical call", typical)]
+    labels, cases = [], []
+    for label, tokens in named:
+        calls = memory.router_admits or fleet_answer(fleet, model_config, tokens).memory.parallel
+        labels.append(f"{label}, {calls} x {tokens:,} tokens at the router's admission")
+        cases.append((shape_of(fleet, model_config, tokens), workload(calls, tokens)))
+    if load is not None:
+        isl, osl, calls = load
+        cases.append((shape_of(fleet, model_config, isl + osl), Workload(isl=isl, osl=osl, concurrency=calls)))
+    try:
+        preds = predict_shapes(cases, steps if steps is not None else default_steps())
+    except TimeUnavailable as exc:
+        return {
+            "predicted": [{"shape": label, "unavailable": str(exc)} for label in labels],
+            "at_load": {"unavailable": str(exc)} if load is not None else {},
+        }
+    predicted = []
+    for label, pred, (_shape, work_) in zip(labels, preds, cases, strict=False):
+        found = as_dict(pred, work_)
+        texts = {k: found[k]["text"] for k in ("ttft_p50", "ttft_p90", "itl_p50", "itl_p90")}
+        refused = f"; {found['rejected']} refused by the router's queue" if found["rejected"] else ""
+        predicted.append({"shape": label, **texts, "binding": found["binding"] + refused})
+    at_load: dict[str, Any] = {}
+    if load is not None:
+        isl, osl, calls = load
+        at_load = as_dict(at_speed(preds[-1], speed_factor), cases[-1][1]) | {
+            "workload": {"isl": isl, "osl": osl, "concurrency": calls},
+            "speed_factor": speed_factor,
+        }
+    return {"predicted": predicted, "at_load": at_load}
+
+
 def audit_times(
     hostvars: Mapping[str, Any],
     groups: Mapping[str, list[str]],
     model_config: Mapping[str, Any],
     steps: StepSource | None = None,
 ) -> list[dict[str, Any]]:
-    """The audit's time lines: the longest call (the served per-call context) and the typical one
-    (sglang_workload.p90_context_tokens, else TYPICAL_TOKENS), each at the router's admitted concurrency (else what
-    the decode fleet runs at once), as {shape, ttft_p50, ttft_p90, itl_p50, itl_p90, binding} texts, or {shape,
-    unavailable}."""
-    fleet = fleet_from_inventory(hostvars, groups)
-    memory = fleet_answer(fleet, model_config, None).memory
-    work = next((hv.get("sglang_workload") for hv in hostvars.values() if hv.get("sglang_workload")), None) or {}
-    typical = min(int(work.get("p90_context_tokens") or TYPICAL_TOKENS), memory.served_tokens)
-    named = [("the longest call", memory.served_tokens), ("a typical call", typical)]
-    shapes = []
-    for label, tokens in named:
-        calls = memory.router_admits or fleet_answer(fleet, model_config, tokens).memory.parallel
-        shapes.append((f"{label}, {calls} x {tokens:,} tokens at the router's admission", Shape(calls, tokens)))
-    out = []
-    for (label, _shape), found in zip(
-        shapes, predicted_times(hostvars, groups, model_config, [s for _l, s in shapes], steps=steps), strict=True
-    ):
-        if "error" in found:
-            out.append({"shape": label, "unavailable": found["error"]})
-            continue
-        texts = {k: found[k]["text"] for k in ("ttft_p50", "ttft_p90", "itl_p50", "itl_p90")}
-        refused = f"; {found['rejected']} refused by the router's queue" if found["rejected"] else ""
-        binding = found["binding"] + refused
-        out.append({"shape": label, **texts, "binding": binding})
-    return out
+    """The audit's time lines alone (audit_predictions' `predicted`)."""
+    predicted: list[dict[str, Any]] = audit_predictions(hostvars, groups, model_config, steps=steps)["predicted"]
+    return predicted
 
 
 # ---------------------------------------------------------------- the planner in time
