@@ -54,7 +54,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv perf-venv flag-tables fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
+.PHONY: help venv apt parser-venv perf-venv flag-tables sim-steps fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
 	test-rollout test-stress lint verify molecule bench
 
 help:
@@ -102,6 +102,9 @@ flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables a
 	$(BIN)/python tests/component/contract/flag_dump.py smg --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
 	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py \
 	  collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
+
+sim-steps: venv perf-venv ## Regenerate the simulator's step table (sim/sglang_sim/step_tables) from AIConfigurator
+	$(BIN)/python tests/component/perf/sim_steps.py
 
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
 	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py

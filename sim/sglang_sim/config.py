@@ -22,6 +22,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import
 
 from .server_args_defaults import SERVER_ARGS_DEFAULTS
 from .settings import SimSettings
+from .timing import StepClock, step_clock
 
 logger = logging.getLogger("sglang_sim")
 
@@ -60,6 +61,7 @@ class EngineConfig:
     settings: SimSettings
     unmodelled: dict[str, Any] = field(default_factory=dict)
     startup_time: float = field(default_factory=time.time)
+    clock: StepClock | None = None  # the time model's step times (SGLANG_SIM_STEP_TABLE); None = the fixed pace
 
     @property
     def mode(self) -> str:
@@ -161,6 +163,15 @@ def resolve_config(
             "bs": args.get("cuda_graph_bs_prefill"),
         },
     }
+    clock = None
+    if settings.step_table is not None:
+        try:
+            clock = step_clock(
+                settings.step_table, settings.speed_factor, args, model_config, limits, settings.bf16_index_k
+            )
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        logger.info(f"Step times from the time model: {clock.source}")
     return EngineConfig(
         args=args,
         model_config=model_config,
@@ -168,4 +179,5 @@ def resolve_config(
         launch_command=" ".join(argv),
         settings=settings,
         unmodelled=unmodelled,
+        clock=clock,
     )

@@ -86,6 +86,7 @@ class Engine:
                 stats=self.stats,
                 transfer=self._transfer if self.link else None,
                 on_prefill_done=self._prefill_done if self.registry else None,
+                clock=cfg.clock,
             )
             for rank in range(cfg.dp_size)
         ]

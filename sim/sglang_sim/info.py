@@ -342,6 +342,7 @@ def metrics_text(engine: Engine) -> str:
         "Histogram of time to first token in seconds.",
         [({**base, "is_streaming": f}, st.of(f == "true").ttft) for f in ("false", "true")],
     )
+    x.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", [(base, st.itl)])
     x.histogram(
         "sglang:e2e_request_latency_seconds",
         "Histogram of End-to-end request latency in seconds",

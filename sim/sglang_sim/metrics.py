@@ -109,6 +109,34 @@ PROMPT_TOKENS_BUCKETS = (
 )
 
 
+# SGLang 0.5.23's bucket_inter_token_latency (observability/metrics_collector.py).
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.010,
+    0.015,
+    0.020,
+    0.025,
+    0.030,
+    0.035,
+    0.040,
+    0.060,
+    0.080,
+    0.100,
+    0.200,
+    0.400,
+    0.600,
+    0.800,
+    1.000,
+    2.000,
+    4.000,
+    6.000,
+    8.000,
+)
+
+
 class Histogram:
     def __init__(self, buckets: Sequence[float]) -> None:
         self.buckets = tuple(buckets)
@@ -122,6 +150,16 @@ class Histogram:
             self.counts[index] += 1
         self.count += 1
         self.sum += value
+
+    def observe_many(self, interval: float, tokens: int) -> None:
+        """`tokens` gaps of interval / tokens each, as SGLang observes several tokens that came at once."""
+        if tokens <= 0:
+            return
+        index = bisect.bisect_left(self.buckets, interval / tokens)
+        if index < len(self.counts):
+            self.counts[index] += tokens
+        self.count += tokens
+        self.sum += interval
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, running = [], 0
@@ -151,6 +189,7 @@ class Stats:
     retracted: int = 0
     bootstrap_failed: int = 0
     queue_time: Histogram = field(default_factory=lambda: Histogram(QUEUE_BUCKETS))
+    itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))  # per generated token after the first
     prompt_len: Histogram = field(default_factory=lambda: Histogram(PROMPT_TOKENS_BUCKETS))  # finished requests
     streaming: RequestStats = field(default_factory=RequestStats)
     non_streaming: RequestStats = field(default_factory=RequestStats)

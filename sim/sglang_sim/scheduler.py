@@ -7,11 +7,19 @@ Model (see README.md):
 - a running request holds its prompt plus generated tokens (at least its reservation) until it finishes;
   when the pool cannot grow a request, the newest running request is retracted to the head of the queue and
   later resumes (as SGLang retracts decode requests);
-- timing: the first token comes SGLANG_SIM_TTFT_MS (+ prompt / SGLANG_SIM_PREFILL_TOKENS_PER_SEC) after
+- timing, fixed pace: the first token comes SGLANG_SIM_TTFT_MS (+ prompt / SGLANG_SIM_PREFILL_TOKENS_PER_SEC) after
   admission, then SGLANG_SIM_TOKENS_PER_SEC tokens per second; one loop step advances every running request,
   and steps are at least SGLANG_SIM_STEP_MS apart;
+- timing, time model (a StepClock, SGLANG_SIM_STEP_TABLE): admitted prompts are prefilled first in, first out, one
+  pass at a time, up to chunk // isl prompts a pass (a long prompt alone, all its chunks), each pass lasting the
+  model's prefill_pass_ms; the pass gives each its first token. Running requests decode in steps: every one that
+  had its first token before a step starts gets one token at its end, and the step lasts the model's
+  decode_step_ms at the batch's size and mean context. Pass and step ends follow a virtual schedule: a late loop
+  emits the tokens due with their own times (histograms included) and does not drift; wakes are at least
+  SGLANG_SIM_STEP_MS apart while decoding, so a stream event can carry several tokens;
 - prefill mode: a request is done after its first token (its KV is then handed to the decode and freed);
-- decode mode: after admission the request waits for its prefill (pd.py) before its first token;
+- decode mode: after admission the request waits for its prefill (pd.py) before its first token (with a time model,
+  plus the KV transfer);
 - `--max-queued-requests` is enforced only when disaggregation_mode is null, as in SGLang 0.5.23.
 """
 
@@ -27,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import Stats
+from .timing import StepClock
 
 QUEUE_FULL = "The request queue is full."
 SHUTTING_DOWN = "The server is shutting down; it admits no new requests."
@@ -65,6 +74,9 @@ class SimRequest:
     generated: int = 0
     base_generated: int = 0  # tokens generated before the last (re)admission
     resume_at: float = math.inf  # when the next run produces its first token
+    last_token_at: float | None = None  # when the last token came (inter-token latency)
+    prefill_at: float = math.inf  # time model: when it joined the prefill queue
+    decode_from: float = math.inf  # time model: decode steps starting from then include it
     admitted_at: float | None = None
     first_token_at: float | None = None
     finished_at: float | None = None
@@ -125,6 +137,7 @@ class Scheduler:
         stats: Stats,
         transfer: Transfer | None = None,
         on_prefill_done: Hook | None = None,
+        clock: StepClock | None = None,
     ) -> None:
         self.dp_rank = dp_rank
         self.capacity = max_total_num_tokens
@@ -152,6 +165,16 @@ class Scheduler:
         self._tp_window_start = time.monotonic()
         self._tp_window_tokens = 0
         self.last_gen_throughput = 0.0
+        # time model (clock): the prefill queue and pass, the decode step, on a virtual schedule
+        self.clock = clock
+        self._prefill_q: collections.deque[SimRequest] = collections.deque()
+        self._pass: list[SimRequest] = []
+        self._pass_end = math.inf
+        self._last_pass_end = -math.inf
+        self._step: list[SimRequest] = []
+        self._step_end = math.inf
+        self._last_step_end = -math.inf
+        self._stalled_at = 0.0
 
     # ---------------------------------------------------------------- public
 
@@ -199,12 +222,16 @@ class Scheduler:
 
     def set_stalled(self, stalled: bool) -> None:
         """Stop (or resume) producing tokens; a resumed request continues where it stood."""
+        now = time.monotonic()
         if self.stalled and not stalled:
-            now = time.monotonic()
             for req in self.active:
                 if req.phase is Phase.RUNNING and req.resume_at < now:
                     req.base_generated = req.generated
                     req.resume_at = now
+            if self.clock is not None:
+                self._shift(now - self._stalled_at, now)
+        elif stalled and not self.stalled:
+            self._stalled_at = now
         self.stalled = stalled
         self._wake.set()
 
@@ -227,10 +254,15 @@ class Scheduler:
         while True:
             now = time.monotonic()
             self._admit(now)
-            self._advance(now)
+            if self.clock is None:
+                self._advance(now)
+            else:
+                self._advance_timed(now)
             self._admit(now)  # into the room that finished requests left
+            if self.clock is not None:
+                self._advance_timed(now)  # start the pass or step the newly admitted ones can join
             self._update_throughput(now)
-            delay = self._next_delay(now)
+            delay = self._next_delay(now) if self.clock is None else self._next_delay_timed(now)
             self._wake.clear()
             timer = loop.call_later(delay, self._wake.set) if delay is not None else None
             await self._wake.wait()
@@ -264,6 +296,9 @@ class Scheduler:
                 task.add_done_callback(self._transfers.discard)
             else:
                 req.phase = Phase.RUNNING
+                if self.clock is not None:
+                    self._enter_timed(req, now)
+                    continue
                 prefill = (req.prompt_len + req.base_generated) / self.prefill_tps if self.prefill_tps else 0.0
                 req.resume_at = now + self.ttft_s + prefill
 
@@ -274,7 +309,9 @@ class Scheduler:
         except RequestError as e:
             self._finish(req, time.monotonic(), e)
         else:
-            if req.phase is Phase.TRANSFER:
+            if self.clock is not None:
+                await self._kv_arrives(req)
+            elif req.phase is Phase.TRANSFER:
                 req.transferred = True
                 req.phase = Phase.RUNNING
                 req.resume_at = time.monotonic()  # the prefill computed the first token
@@ -295,6 +332,9 @@ class Scheduler:
                 if req.generated == 0 and target > 0:
                     req.first_token_at = now
                     self.stats.of(req.stream).ttft.observe(now - req.created)
+                elif req.last_token_at is not None:
+                    self.stats.itl.observe_many(now - req.last_token_at, target - req.generated)
+                req.last_token_at = now
                 self._tp_window_tokens += target - req.generated
                 self.stats.of(req.stream).generation_tokens += target - req.generated
                 req.generated = target
@@ -319,6 +359,7 @@ class Scheduler:
         return True
 
     def _retract(self, req: SimRequest) -> None:
+        self._forget(req)
         self.active.remove(req)
         self.used -= req.held
         req.held = req.reserve = 0
@@ -330,6 +371,7 @@ class Scheduler:
         self.waiting.appendleft(req)
 
     def _finish(self, req: SimRequest, now: float, error: RequestError | None) -> None:
+        self._forget(req)
         if req in self.active:
             self.active.remove(req)
         self.used -= req.held
@@ -362,6 +404,156 @@ class Scheduler:
         if due == math.inf:
             return None
         return max(due - now, self.step_s)
+
+    # ---------------------------------------------------------------- time model (clock)
+
+    def _enter_timed(self, req: SimRequest, now: float) -> None:
+        """An admitted request: to the prefill queue, or (decode mode, no KV to wait for) straight to decoding."""
+        if self.mode != "decode":
+            req.prefill_at = now
+            self._prefill_q.append(req)
+            return
+        if req.generated == 0:  # no prefill behind it (SGLang's fake bootstrap): its first token at once
+            if not self._emit(req, now):
+                return
+            if self._done(req, now):
+                return
+        req.decode_from = now
+
+    async def _kv_arrives(self, req: SimRequest) -> None:
+        """Decode: the prefill finished; the KV transfer takes the model's time, then the first token is out."""
+        assert self.clock is not None
+        ready = time.monotonic()
+        transfer = self.clock.transfer_s(req.prompt_len)
+        if transfer > 0:
+            await asyncio.sleep(transfer)
+        if req.phase is not Phase.TRANSFER:
+            return
+        req.transferred = True
+        req.phase = Phase.RUNNING
+        at = ready + transfer
+        if self._emit(req, at) and not self._done(req, at):
+            req.decode_from = at
+
+    def _forget(self, req: SimRequest) -> None:
+        """Drop req from the prefill queue, pass and decode step (finished or retracted)."""
+        req.prefill_at = req.decode_from = math.inf
+        if self.clock is None:
+            return
+        for group in (self._prefill_q, self._pass, self._step):
+            if req in group:
+                group.remove(req)
+
+    def _emit(self, req: SimRequest, at: float) -> bool:
+        """One token for req at (virtual) time `at`; False when the pool could not hold it (req was retracted)."""
+        if not self._grow(req, self._pages(req.prompt_len + req.generated + 1)):
+            return False
+        per = self.stats.of(req.stream)
+        if req.generated == 0:
+            req.first_token_at = at
+            per.ttft.observe(at - req.created)
+        elif req.last_token_at is not None:
+            self.stats.itl.observe(at - req.last_token_at)
+        req.last_token_at = at
+        req.generated += 1
+        per.generation_tokens += 1
+        self._tp_window_tokens += 1
+        req.changed.set()
+        return True
+
+    def _done(self, req: SimRequest, at: float) -> bool:
+        """Finish req at `at` if it has all its tokens (prefill mode: the first one)."""
+        limit = min(1, req.output_len) if self.mode == "prefill" else req.output_len
+        if req.generated < limit:
+            return False
+        if self.mode == "prefill" and self.on_prefill_done is not None:
+            self.on_prefill_done(req)
+        self._finish(req, at, None)
+        return True
+
+    def _decoding(self) -> list[SimRequest]:
+        return [r for r in self.active if r.phase is Phase.RUNNING and r.decode_from < math.inf]
+
+    def _advance_timed(self, now: float) -> None:
+        """Run the virtual schedule up to `now`: pass and step ends in time order, each next one from the last."""
+        if self.stalled:
+            return
+        assert self.clock is not None
+        while True:
+            self._begin_pass()
+            if not self._step:
+                ready = [r.decode_from for r in self._decoding()]
+                start = max(self._last_step_end, min(ready)) if ready else math.inf
+                if start <= now and start < self._pass_end:  # a pass ending first may add to the step
+                    self._begin_step(start)
+            due = min(self._pass_end, self._step_end)
+            if due > now:
+                return
+            if self._pass_end <= self._step_end:
+                self._end_pass()
+            else:
+                self._end_step()
+
+    def _begin_pass(self) -> None:
+        assert self.clock is not None
+        if self._pass or not self._prefill_q:
+            return
+        head = self._prefill_q.popleft()
+        start = max(self._last_pass_end, head.prefill_at)
+        members, tokens = [head], head.prompt_len + head.base_generated
+        while tokens <= self.clock.chunk and self._prefill_q and self._prefill_q[0].prefill_at <= start:
+            nxt = self._prefill_q[0]
+            if tokens + nxt.prompt_len + nxt.base_generated > self.clock.chunk:
+                break
+            members.append(self._prefill_q.popleft())
+            tokens += nxt.prompt_len + nxt.base_generated
+        self._pass = members
+        self._pass_end = start + self.clock.prefill_s(max(1, -(-tokens // len(members))), len(members))
+
+    def _end_pass(self) -> None:
+        at, members = self._pass_end, self._pass
+        self._pass, self._pass_end, self._last_pass_end = [], math.inf, at
+        for req in members:
+            if req.phase is not Phase.RUNNING or req not in self.active:
+                continue
+            limit = min(1, req.output_len) if self.mode == "prefill" else req.output_len
+            if req.generated < limit and not self._emit(req, at):
+                continue
+            if not self._done(req, at):
+                req.decode_from = at
+
+    def _begin_step(self, start: float) -> None:
+        assert self.clock is not None
+        members = [r for r in self._decoding() if r.decode_from <= start]
+        context = sum(r.prompt_len + r.generated for r in members) / len(members)
+        self._step = members
+        self._step_end = start + self.clock.decode_s(round(context), len(members))
+
+    def _end_step(self) -> None:
+        at, members = self._step_end, self._step
+        self._step, self._step_end, self._last_step_end = [], math.inf, at
+        for req in members:
+            if req.phase is Phase.RUNNING and req in self.active and self._emit(req, at):
+                self._done(req, at)
+
+    def _next_delay_timed(self, now: float) -> float | None:
+        if self.stalled:
+            return None
+        due = min(self._pass_end, max(self._step_end, now + self.step_s))
+        return None if due == math.inf else max(0.0, due - now)
+
+    def _shift(self, by: float, now: float) -> None:
+        """After a stall of `by` seconds: the work in progress ends that much later; what arrived during the stall
+        is eligible from `now`."""
+        self._pass_end += by
+        self._step_end += by
+        self._last_pass_end += by
+        self._last_step_end += by
+        for req in self.active:
+            if req.prefill_at < math.inf:
+                req.prefill_at = min(req.prefill_at + by, now)
+            if req.decode_from < math.inf:
+                req.decode_from = min(req.decode_from + by, now)
 
     def _update_throughput(self, now: float) -> None:
         elapsed = now - self._tp_window_start

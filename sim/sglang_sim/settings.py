@@ -37,6 +37,10 @@ class SimSettings:
     tokens_per_sec: float = 100.0  # SGLANG_SIM_TOKENS_PER_SEC: decode speed of each running request
     default_output_tokens: int = 128  # SGLANG_SIM_DEFAULT_OUTPUT_TOKENS: EOS point when no max is given
     step_ms: float = 20.0  # SGLANG_SIM_STEP_MS: shortest scheduler step (tokens per stream chunk)
+    # SGLANG_SIM_STEP_TABLE: a step table's path, or `builtin` (the packaged one): prefill passes, decode steps and KV
+    # transfer take the time model's times (timing.py) instead of the fixed pace above; unset = the fixed pace.
+    step_table: str | None = None
+    speed_factor: float = 1.0  # SGLANG_SIM_SPEED_FACTOR: step times are the model's / this (0.5 = twice as slow)
     pd_timeout_s: float = 30.0  # SGLANG_SIM_PD_TIMEOUT_S: decode gives up on its prefill after this
     room_ttl_s: float = 300.0  # SGLANG_SIM_ROOM_TTL_S: prefill keeps a finished room this long
     shutdown_timeout_s: float = 30.0  # SGLANG_SIM_SHUTDOWN_TIMEOUT_S: SIGTERM drain limit
@@ -62,6 +66,8 @@ class SimSettings:
             tokens_per_sec=_float(e, "SGLANG_SIM_TOKENS_PER_SEC", cls.tokens_per_sec, 0.001),
             default_output_tokens=int(_float(e, "SGLANG_SIM_DEFAULT_OUTPUT_TOKENS", cls.default_output_tokens)),
             step_ms=_float(e, "SGLANG_SIM_STEP_MS", cls.step_ms, 0.1),
+            step_table=e.get("SGLANG_SIM_STEP_TABLE", "").strip() or None,
+            speed_factor=_float(e, "SGLANG_SIM_SPEED_FACTOR", cls.speed_factor, 0.001),
             pd_timeout_s=_float(e, "SGLANG_SIM_PD_TIMEOUT_S", cls.pd_timeout_s, 0.01),
             room_ttl_s=_float(e, "SGLANG_SIM_ROOM_TTL_S", cls.room_ttl_s, 0.01),
             shutdown_timeout_s=_float(e, "SGLANG_SIM_SHUTDOWN_TIMEOUT_S", cls.shutdown_timeout_s),

@@ -386,6 +386,13 @@ def test_metrics(client: httpx.Client, sim: Sim) -> None:
         assert f'{name}{{model_name="dsv4",engine_type="unified"' in text, name
     assert "# TYPE sglang:time_to_first_token_seconds histogram" in text
     assert text.count("# TYPE sglang:time_to_first_token_seconds ") == 1
+    # the inter-token latency: SGLang's collector labels only (no is_streaming), one gap after the first token
+    assert "# TYPE sglang:inter_token_latency_seconds histogram" in text
+    itl = [line for line in text.splitlines() if line.startswith("sglang:inter_token_latency_seconds_count")]
+    assert len(itl) == 1 and itl[0].startswith(
+        'sglang:inter_token_latency_seconds_count{model_name="dsv4",engine_type="unified"} '
+    )
+    assert float(itl[0].rsplit(" ", 1)[1]) >= 1
     requests = sum(
         float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("sglang:num_requests_total{")
     )

@@ -247,35 +247,92 @@ def fleet_shape(
     )
 
 
-# ---------------------------------------------------------------- the prefill engine
+# ---------------------------------------------------------------- step times (shared with the simulator)
 
 
 @dataclass(frozen=True)
-class PrefillPlan:
-    """How one engine prefills the prompts: passes of `per_pass` prompts, or one prompt in chunks."""
+class PassTime:
+    """One prefill pass: the step source's part (estimated_ms) and the bf16 index-key term (ours_ms), with the
+    step times it was composed of."""
 
-    per_pass: int
-    queries: list[PrefillQuery]
-    refs: list[PrefillQuery]  # the same passes without prefix (for the bf16 index-key term)
+    estimated_ms: float
+    ours_ms: float
+    steps: list[StepTime]
     chunks: int
-    sampled: list[int]
+
+    @property
+    def ms(self) -> float:
+        return self.estimated_ms + self.ours_ms
 
 
-def _prefill_plan(fleet: FleetShape, isl: int, waiting: int) -> PrefillPlan:
-    m, tp, ep, chunk = fleet.model, fleet.prefill_tp, fleet.prefill_ep, fleet.chunked_prefill_size
-    if isl <= chunk:
-        per_pass = max(1, min(chunk // isl, waiting))
-        query = PrefillQuery(m, tp, ep, isl, 0, per_pass)
-        return PrefillPlan(per_pass, [query], [query], 1, [0])
-    spans = terms.chunk_spans(isl, chunk)
-    picks = terms.sampled_chunks(len(spans))
-    queries = [PrefillQuery(m, tp, ep, spans[i][1], spans[i][0], 1) for i in picks]
-    refs = [PrefillQuery(m, tp, ep, spans[i][1] - spans[i][0], 0, 1) for i in picks]
-    return PrefillPlan(1, queries, refs, len(spans), picks)
+def _bf16(fleet: FleetShape) -> bool:
+    return fleet.key_ratio != 1.0
 
 
 def _extra(fleet: FleetShape, step: StepTime, ref: StepTime) -> float:
     return terms.bf16_index_extra_ms(step.attention_ms, ref.attention_ms, fleet.index_share, fleet.key_ratio)
+
+
+def prefill_pass(fleet: FleetShape, isl: int, batch: int, steps: StepSource) -> PassTime:
+    """One prefill pass of `batch` prompts of `isl` tokens on a prefill engine of `fleet` (one round of queries).
+    A prompt longer than the chunk is its chunks one after another, each on the prefix already cached (a few chunk
+    positions priced, the rest interpolated: sglang_perf_terms); `batch` such prompts take `batch` times that.
+    With bf16 index keys each pass adds the index-key term over the same pass without prefix."""
+    if isl <= 0 or batch <= 0:
+        raise ValueError(f"a prefill pass needs isl > 0 and batch > 0 (isl={isl}, batch={batch})")
+    m, tp, ep, chunk = fleet.model, fleet.prefill_tp, fleet.prefill_ep, fleet.chunked_prefill_size
+    if isl <= chunk:
+        queries = [PrefillQuery(m, tp, ep, isl, 0, batch)]
+        refs, picks, chunks, repeat = queries, [0], 1, 1
+    else:
+        spans = terms.chunk_spans(isl, chunk)
+        picks, chunks, repeat = terms.sampled_chunks(len(spans)), len(spans), batch
+        queries = [PrefillQuery(m, tp, ep, spans[i][1], spans[i][0], 1) for i in picks]
+        refs = [PrefillQuery(m, tp, ep, spans[i][1] - spans[i][0], 0, 1) for i in picks]
+    bf16 = _bf16(fleet)
+    answers = steps.prefill(queries + (refs if bf16 else []))
+    times, ref_times = answers[: len(queries)], answers[len(queries) :]
+    extra = [_extra(fleet, s, r) for s, r in zip(times, ref_times, strict=True)] if bf16 else [0.0] * len(times)
+    if chunks == 1:
+        estimated, ours = times[0].ms, extra[0]
+    else:
+        estimated = terms.interpolate_chunks(chunks, {i: s.ms for i, s in zip(picks, times, strict=True)})
+        ours = terms.interpolate_chunks(chunks, dict(zip(picks, extra, strict=True)))
+    if repeat != 1:
+        estimated, ours = estimated * repeat, ours * repeat
+    return PassTime(estimated, ours, times, chunks)
+
+
+def prefill_pass_ms(fleet: FleetShape, isl: int, batch: int, steps: StepSource) -> float:
+    """Milliseconds of one prefill pass of `batch` prompts of `isl` tokens (prefill_pass: chunks, bf16 index keys)."""
+    return prefill_pass(fleet, isl, batch, steps).ms
+
+
+def decode_steps(
+    fleet: FleetShape, points: Sequence[tuple[int, int]], steps: StepSource
+) -> list[tuple[StepTime, float]]:
+    """Decode steps of a decode engine of `fleet` at (context, batch) points, in one round of queries: each step's
+    time from the source and its bf16 index-key term (ms; the same batch at one page of context is the reference)."""
+    m, tp, ep = fleet.model, fleet.decode_tp, fleet.decode_ep
+    queries = [DecodeQuery(m, tp, ep, context, batch) for context, batch in points]
+    refs = [DecodeQuery(m, tp, ep, cap.DSV4_PAGE_SIZE, batch) for _context, batch in points]
+    bf16 = _bf16(fleet)
+    answers = steps.decode(queries + (refs if bf16 else []))
+    times, ref_times = answers[: len(queries)], answers[len(queries) :]
+    if not bf16:
+        return [(s, 0.0) for s in times]
+    return [(s, _extra(fleet, s, r)) for s, r in zip(times, ref_times, strict=True)]
+
+
+def decode_step_ms(fleet: FleetShape, context: int, batch: int, steps: StepSource) -> float:
+    """Milliseconds of one decode step of `batch` sequences at context `context` (bf16 index keys included)."""
+    ((step, extra),) = decode_steps(fleet, [(context, batch)], steps)
+    return step.ms + extra
+
+
+def transfer_ms(fleet: FleetShape, tokens: int) -> float:
+    """Milliseconds to move the KV of a prompt of `tokens` from a prefill to a decode engine of `fleet`."""
+    return terms.transfer_ms(tokens, fleet.kv_bytes_per_token, fleet.transfer_bytes_per_s)
 
 
 # ---------------------------------------------------------------- composition
@@ -303,52 +360,45 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         admitted = fleet.decode_max_running * fleet.decode_engines
     per_engine_max = max(1, min(math.ceil(admitted / fleet.decode_engines), fleet.decode_max_running))
     waiting = math.ceil(admitted / fleet.prefill_engines)
-    plan = _prefill_plan(fleet, isl, waiting)
+    per_pass = max(1, min(fleet.chunked_prefill_size // isl, waiting)) if isl <= fleet.chunked_prefill_size else 1
 
-    # decode: a ladder of batch sizes at mid-output context (p50), the full batch late in the output (p90),
-    # and the same at one page of context for the bf16 index-key term.
+    # decode: a ladder of batch sizes at mid-output context (p50), the full batch late in the output (p90);
+    # each with the bf16 index-key term over the same batch at one page of context.
     ctx50, ctx90 = isl + osl // 2, isl + (9 * osl) // 10
     ladder = terms.batch_ladder(per_engine_max)
-    dm, dtp, dep = fleet.model, fleet.decode_tp, fleet.decode_ep
-    dq = [DecodeQuery(dm, dtp, dep, ctx50, b) for b in ladder] + [DecodeQuery(dm, dtp, dep, ctx90, per_engine_max)]
-    dref = [DecodeQuery(dm, dtp, dep, cap.DSV4_PAGE_SIZE, b) for b in ladder] + [
-        DecodeQuery(dm, dtp, dep, cap.DSV4_PAGE_SIZE, per_engine_max)
-    ]
-    bf16 = fleet.key_ratio != 1.0
-    prefill_times = steps.prefill(plan.queries + (plan.refs if bf16 else []))
-    decode_times = steps.decode(dq + (dref if bf16 else []))
-    p_steps, p_refs = prefill_times[: len(plan.queries)], prefill_times[len(plan.queries) :]
-    d_steps, d_refs = decode_times[: len(dq)], decode_times[len(dq) :]
-    p_extra = [_extra(fleet, s, r) for s, r in zip(p_steps, p_refs, strict=True)] if bf16 else [0.0] * len(p_steps)
-    d_extra = [_extra(fleet, s, r) for s, r in zip(d_steps, d_refs, strict=True)] if bf16 else [0.0] * len(d_steps)
+    bf16 = _bf16(fleet)
+    one_pass = prefill_pass(fleet, isl, per_pass, steps)
+    decoded = decode_steps(fleet, [(ctx50, b) for b in ladder] + [(ctx90, per_engine_max)], steps)
+    p_steps = one_pass.steps
+    d_steps = [s for s, _e in decoded]
+    d_extra = [e for _s, e in decoded]
 
     # one prompt's prefill on one engine (chunks summed), and its measured part
-    if plan.chunks == 1:
-        pass_aic, pass_ours = p_steps[0].ms, p_extra[0]
-    else:
-        pass_aic = terms.interpolate_chunks(plan.chunks, {i: s.ms for i, s in zip(plan.sampled, p_steps, strict=True)})
-        pass_ours = terms.interpolate_chunks(plan.chunks, dict(zip(plan.sampled, p_extra, strict=True)))
+    pass_aic, pass_ours = one_pass.estimated_ms, one_pass.ours_ms
     pass_ms = pass_aic + pass_ours
     prefill_share = pass_aic / pass_ms if pass_ms else 1.0
-    xfer = terms.transfer_ms(isl, fleet.kv_bytes_per_token, fleet.transfer_bytes_per_s)
+    xfer = transfer_ms(fleet, isl)
 
     step50 = {b: s.ms + e for b, s, e in zip(ladder, d_steps, d_extra, strict=False)}
     step50_aic = {b: s.ms for b, s in zip(ladder, d_steps, strict=False)}
     step90, step90_aic = d_steps[-1].ms + d_extra[-1], d_steps[-1].ms
 
-    # closed-loop steady state: throughput X (calls/ms) bounded by each stage; decode batch by Little's law
-    cap_prefill = fleet.prefill_engines * plan.per_pass / pass_ms
+    # closed-loop steady state: throughput X (calls/ms) bounded by each stage; decode batch by Little's law, but at
+    # least the calls one prefill pass hands to a decode engine together (a closed loop's calls stay in those groups,
+    # and a call decodes beside its group even when the engine idles between groups); our model
+    cap_prefill = fleet.prefill_engines * per_pass / pass_ms
     cap_transfer = fleet.prefill_engines / xfer if xfer > 0 else math.inf
     full_step = terms.interpolate_batch(step50, per_engine_max)
     cap_decode = fleet.decode_engines * per_engine_max / (osl * full_step)
     batch = float(per_engine_max)
     rate = workload.rate_per_s / 1000.0 if workload.rate_per_s is not None else None
+    group = max(1.0, per_pass / fleet.decode_engines) if rate is None else 1.0
     throughput = 0.0
     for _round in range(60):
         step = terms.interpolate_batch(step50, batch)
         demand = rate if rate is not None else admitted / (pass_ms + xfer + osl * step)
         throughput = min(demand, cap_prefill, cap_transfer, cap_decode)
-        new_batch = min(float(per_engine_max), max(1.0, throughput * osl * step / fleet.decode_engines))
+        new_batch = min(float(per_engine_max), max(group, throughput * osl * step / fleet.decode_engines))
         if abs(new_batch - batch) < 1e-6:
             break
         batch = (batch + new_batch) / 2
@@ -383,9 +433,9 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
     # TTFT: steady state and, for a closed loop, the burst of all calls arriving at once (FIFO order statistics)
     p_origin, p_mix = _source(p_steps)
     d_origin, d_mix = _source(d_steps)
-    ttft_src = f"{p_origin} ({p_mix}); {OUR_MODEL}: " + _ttft_ours(plan.chunks, bf16, xfer, admitted, fleet)
+    ttft_src = f"{p_origin} ({p_mix}); {OUR_MODEL}: " + _ttft_ours(one_pass.chunks, bf16, xfer, admitted, fleet)
     if rate is not None:
-        service = pass_ms / plan.per_pass
+        service = pass_ms / per_pass
         per_engine_rate = rate / fleet.prefill_engines
         rho = per_engine_rate * service
         mean_wait = rho * service / (2 * (1 - rho)) if rho < 1 else math.inf
@@ -394,7 +444,7 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         steady = pass_ms + xfer + mean_wait
     else:
         calls = workload.concurrency or admitted
-        finish = terms.fifo_finish_times(admitted, fleet.prefill_engines, plan.per_pass, pass_ms)
+        finish = terms.fifo_finish_times(admitted, fleet.prefill_engines, per_pass, pass_ms)
         burst = [f + xfer for f in finish]
         # calls queued at the router enter as the first ones finish, and queue behind the prefill engines' backlog
         done = sorted(burst)
