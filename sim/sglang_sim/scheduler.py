@@ -539,7 +539,9 @@ class Scheduler:
     def _next_delay_timed(self, now: float) -> float | None:
         if self.stalled:
             return None
-        due = min(self._pass_end, max(self._step_end, now + self.step_s))
+        # The model's passes and steps pace the loop: a step's tokens go out when it ends, as SGLang streams
+        # each step (SGLANG_SIM_STEP_MS, the fixed pace's chunking, does not apply).
+        due = min(self._pass_end, self._step_end)
         return None if due == math.inf else max(0.0, due - now)
 
     def _shift(self, by: float, now: float) -> None:

@@ -93,15 +93,16 @@ def test_slo_parsing_and_misses() -> None:
 
 def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
     # 20 calls of 4,000 tokens (3,000 in) fit today (64 slots). At chunk 8192 an engine prefills 2 prompts a pass of
-    # 1,000 ms: the 18th call (p90 of 20) ends pass ceil(18 / 2) = 9, TTFT p90 9 s. For <= 2 s: with 8192, P prefill
-    # engines need ceil(9 / P) <= 2, P = 5; with 16384 a pass holds 5 prompts, ceil(18 / 5P) <= 2 holds at P = 2.
+    # 1,000 ms: the calls end passes 1, 1, 2, 2, .. 10, 10, and p90 of 20 (numpy's rule, rank 18.1) lies a tenth of
+    # the way from the 18th (pass 9) to the 19th (pass 10): 9.1 s. For <= 2 s the 19th call must end by pass 2: with
+    # 8192, 4P >= 19, P = 5 prefill engines; with 16384 a pass holds 5 prompts, 10P >= 19 holds at P = 2.
     # The fewest hosts win: 1 more prefill host and chunk 16384.
     hostvars, groups = production()
     fleet = fleet_from_inventory(hostvars, groups)
     result = plan(fleet, DSV4, Shape(20, 4000))
     perf.plan_in_time(result, fleet, DSV4, perf.Slo(ttft_p90_ms=2000.0), Stub())
     assert result.fits_today and result.today_meets_slo is False
-    assert "  SLO (TTFT p90 <= 2 s): missed: TTFT p90 9.0 s > 2 s" in result.today_times
+    assert "  SLO (TTFT p90 <= 2 s): missed: TTFT p90 9.1 s > 2 s" in result.today_times
     (option,) = result.options
     assert option.title == "add 1 prefill host, chunked_prefill_size 16384" and option.meets_slo is True
     assert option.diff_lines() == [
@@ -152,12 +153,12 @@ def test_time_risks_router_beyond_prefill_and_itl() -> None:
 def test_the_audit_predicts_the_longest_and_the_typical_call_at_the_routers_admission() -> None:
     # The router admits 64. The longest call: 524,288 - 2 = 524,286 tokens, 523,286 in = 64 chunks of 8,192 at
     # 1,000 ms: 64 s a prompt; the typical call (no sglang_workload): 32,768 tokens, 31,768 in = 4 chunks: 4 s.
-    # 64 prompts first in, first out on one prefill engine: p50 the 32nd, p90 the 58th (ceil(0.9 x 64)).
+    # 64 prompts first in, first out on one prefill engine, read by numpy's rule: p50 at rank 32.5, p90 at 57.7.
     longest, typical = perf.audit_times(*production(), DSV4, steps=Stub())
     assert longest["shape"] == "the longest call, 64 x 524,286 tokens at the router's admission"
-    assert longest["ttft_p50"].startswith("2,048.00 s (") and longest["ttft_p90"].startswith("3,712.00 s (")
+    assert longest["ttft_p50"].startswith("2,080.00 s (") and longest["ttft_p90"].startswith("3,692.80 s (")
     assert typical["shape"] == "a typical call, 64 x 32,768 tokens at the router's admission"
-    assert typical["ttft_p50"].startswith("128.00 s (") and typical["ttft_p90"].startswith("232.00 s (")
+    assert typical["ttft_p50"].startswith("130.00 s (") and typical["ttft_p90"].startswith("230.80 s (")
     assert typical["itl_p50"].startswith("10.00 ms (") and "stub" in typical["itl_p50"]
     assert longest["binding"] == typical["binding"] == "prefill engine"
 

@@ -63,11 +63,12 @@ def test_sampled_chunks_interpolate_exactly_when_linear() -> None:
 
 
 def test_fifo_queueing_order_statistics() -> None:
-    # 10 prompts of 8192 tokens (one a pass: 181.92 ms) on one engine: the k-th first token at k passes
+    # 10 prompts of 8192 tokens (one a pass: 181.92 ms) on one engine: the k-th first token at k passes; read as
+    # numpy.percentile reads ten values (bench_serving's rule), p50 at rank 5.5 and p90 at rank 9.1
     one = 100 + 81.92
     pred = predict(FLEET, Workload(isl=8192, osl=10, concurrency=10), Linear())
-    assert pred.ttft_p50.ms == pytest.approx(5 * one) and pred.ttft_p90.ms == pytest.approx(9 * one)
-    # two prefill engines halve the queue: ranks 1..5 on each, p50 = 3rd, p90 = 5th
+    assert pred.ttft_p50.ms == pytest.approx(5.5 * one) and pred.ttft_p90.ms == pytest.approx(9.1 * one)
+    # two prefill engines halve the queue: passes 1..5 twice each, p50 = 3 passes, p90 = 5
     two = predict(FleetShape(model="m", prefill_engines=2), Workload(isl=8192, osl=10, concurrency=10), Linear())
     assert two.ttft_p50.ms == pytest.approx(3 * one) and two.ttft_p90.ms == pytest.approx(5 * one)
     assert pred.binding == "prefill engine"
@@ -104,8 +105,9 @@ def test_router_admission_queues_and_rejects() -> None:
     assert pred.rejected == 2 and any("HTTP 429" in n for n in pred.notes)
     one = 100 + 81.92
     # the queued two enter when the first two finish, and queue behind the engine's backlog of four prefills:
-    # first tokens at 1..6 passes; p90 of six by nearest rank is the sixth
-    assert pred.ttft_p90.ms == pytest.approx(6 * one) and pred.ttft_p50.ms == pytest.approx(3 * one)
+    # first tokens at 1..6 passes; read as numpy.percentile (bench_serving's rule) reads six values, p90 lies half
+    # way between the fifth and the sixth, p50 half way between the third and the fourth
+    assert pred.ttft_p90.ms == pytest.approx(5.5 * one) and pred.ttft_p50.ms == pytest.approx(3.5 * one)
 
 
 def test_bf16_index_keys_scale_the_indexer_share() -> None:

@@ -404,9 +404,14 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         batch = (batch + new_batch) / 2
     step = terms.interpolate_batch(step50, batch)
     step_aic = terms.interpolate_batch(step50_aic, batch)
-    # p90: the number of calls in decode taken Poisson around the steady batch, at 90 % of the output (context
-    # growth from the full-batch pair); our model
-    batch90 = min(float(per_engine_max), math.ceil(batch + 1.2816 * math.sqrt(batch)))
+    # p90 batch, at 90 % of the output (context growth from the full-batch pair); our model. Arrivals at a rate: the
+    # calls in decode taken Poisson around the steady batch. A closed loop: the groups one pass hands over arrive
+    # every pass_ms / prefill engines, and as many of them decode at once as a call's decode spans such intervals.
+    if rate is not None:
+        batch90 = min(float(per_engine_max), math.ceil(batch + 1.2816 * math.sqrt(batch)))
+    else:
+        overlap = math.ceil(osl * step * fleet.prefill_engines / pass_ms - 1e-9) if pass_ms > 0 else per_engine_max
+        batch90 = min(float(per_engine_max), max(math.ceil(batch - 1e-9), math.ceil(group * max(1, overlap) - 1e-9)))
     growth = step90 / terms.interpolate_batch(step50, per_engine_max)
     itl90 = terms.interpolate_batch(step50, batch90) * growth
     itl90_aic = terms.interpolate_batch(step50_aic, batch90) * growth
@@ -462,7 +467,7 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         if timed_out:
             rejected += timed_out
             notes.append(f"{timed_out} queued calls wait past queue_timeout_secs and are refused; TTFT counts the rest")
-        t50, t90 = terms.nearest_rank(burst, 0.5), terms.nearest_rank(burst, 0.9)
+        t50, t90 = terms.quantile(burst, 0.5), terms.quantile(burst, 0.9)
         cycle = admitted / throughput
         steady = max(pass_ms + xfer, cycle - osl * step) + router_wait
 

@@ -52,12 +52,17 @@ def interpolate_chunks(n_chunks: int, priced: dict[int, float]) -> float:
     return total
 
 
-def nearest_rank(values: Sequence[float], q: float) -> float:
-    """The q-quantile of `values` by the nearest-rank rule (the value at rank ceil(q*n))."""
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values`, linearly interpolated between the two nearest ranks: numpy.percentile's default
+    rule, the one sglang.bench_serving reports its p50/p90/p99 with, so a prediction and a benchmark of the same
+    wave are read the same way."""
     if not values:
         raise ValueError("no values")
     ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def fifo_finish_times(calls: int, engines: int, per_pass: int, pass_ms: float) -> list[float]:
