@@ -3,6 +3,7 @@ threshold, and every metric a rule reads is one SGLang 0.5.23 or smg 1.13.0 real
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     DRIFT_RUN_METRIC,
     RULES_FILE,
     RULES_TEST_FILE,
+    TTFT_BUCKETS,
     MonitoringError,
     Policy,
     all_alerts,
@@ -55,7 +57,8 @@ def test_promtool_checks_and_tests_the_rules(name: str, promtool: str, tmp_path:
 def test_declared_slos_add_their_alerts_and_pass(lab_inventory: Any, promtool: str, tmp_path: Path) -> None:
     groups = _alerts(lab_inventory, SLOS)
     names = {a.name for alerts in groups.values() for a in alerts}
-    assert {"SMGTTFTAboveSLO", "SMGErrorBudgetBurn1h", "SMGErrorBudgetBurn6h", "SMGErrorBudgetBurn1d"} <= names
+    assert {"SGLangTTFTAboveSLO", "SMGErrorBudgetBurn1h", "SMGErrorBudgetBurn6h", "SMGErrorBudgetBurn1d"} <= names
+    assert not any("ttft" in a.expr for a in groups["smg-lab1"])
     write(tmp_path / RULES_FILE, rule_file(groups))
     write(tmp_path / RULES_TEST_FILE, promtool_tests(groups, RULES_FILE))
     tested = run_promtool(promtool, "test", "rules", RULES_TEST_FILE, cwd=tmp_path)
@@ -130,6 +133,17 @@ def test_sglang_metric_names_are_in_sglang_0_5_23(lab_inventory: Any) -> None:
     for name in sorted(n for n in _metric_names(_alerts(lab_inventory, SLOS)) if n.startswith("sglang:")):
         family = re.sub(r"_(total|bucket)$", "", name)
         assert f'"{family}"' in source or f'"{name}"' in source, f"{name} is not an SGLang 0.5.23 metric"
+
+
+def test_ttft_buckets_are_sglangs() -> None:
+    """The TTFT alert's cases and the SLO's allowed span use SGLang 0.5.23's default bounds of
+    sglang:time_to_first_token_seconds (the list it assigns to bucket_time_to_first_token)."""
+    tree = ast.parse(SGLANG_METRICS.read_text())
+    (default,) = [
+        n.value for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["bucket_time_to_first_token"]
+    ]  # fmt: skip
+    assert tuple(float(b) for b in TTFT_BUCKETS) == tuple(float(v) for v in ast.literal_eval(default))
 
 
 def test_drift_metric_names_are_the_exporters(lab_inventory: Any) -> None:

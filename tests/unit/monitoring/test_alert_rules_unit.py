@@ -26,7 +26,8 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     ROUTER_JOB,
     RULES_FILE,
     RULES_TEST_FILE,
-    TTFT_TEST_BUCKETS,
+    TTFT_BUCKETS,
+    TTFT_METRIC,
     Alert,
     Case,
     EngineTarget,
@@ -34,13 +35,13 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     MonitoringError,
     Policy,
     RouterTarget,
-    _bucket_above,
     _flat,
     _gauge_cases,
     _minutes,
     _num,
     _ramp,
     _sel,
+    _ttft_case_buckets,
     all_alerts,
     drift_alerts,
     engine_alerts,
@@ -169,46 +170,54 @@ def test_metric_and_file_names() -> None:
     )
     assert GENERATION_PATHS == "/generate|/v1/chat/completions|/v1/completions"
     assert BURN_WINDOWS == (("page", "1h", "5m", 14.4), ("page", "6h", "30m", 6.0), ("ticket", "1d", "2h", 3.0))
-    assert TTFT_TEST_BUCKETS == ("0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60")
+    assert TTFT_METRIC == "sglang:time_to_first_token_seconds"
+    # SGLang 0.5.23's default TTFT buckets (tests/component/monitoring/test_rules.py reads them from its source)
+    assert TTFT_BUCKETS == (
+        *("0.1", "0.2", "0.4", "0.6", "0.8", "1", "2", "4", "6", "8", "10"),
+        *("20", "40", "60", "80", "100", "200", "400"),
+    )
 
 
 @pytest.mark.parametrize(
-    ("slo", "below", "bucket"),
+    ("slo", "calm", "slow"),
     [
-        (2.0, True, "1"),  # the largest bound at or under half the SLO
-        (2.0, False, "2.5"),  # the smallest bound strictly over the SLO
-        (0.5, True, "0.25"),  # half the SLO is itself a bound
-        (1.0, True, "0.5"),
-        (0.2, True, "0.1"),
-        (0.15, True, "0.1"),  # nothing under half the SLO: the first bound
-        (120.0, True, "60"),
-        (1.0, False, "2.5"),  # a bound equal to the SLO is not over it
-        (0.1, False, "0.25"),
-        (0.05, False, "0.1"),
-        (59.0, False, "60"),
-        (60.0, False, "+Inf"),  # no finite bound over the SLO (the firing case then cannot fire: see below)
+        (2.0, "2", "4"),  # calm: the largest bound at or under the SLO; slow: the bucket above the bound at the SLO
+        (1.5, "1", "4"),  # (1, 2] could read 1.99 or 1.2: the slow bucket starts at or above the SLO, (2, 4]
+        (1.0, "1", "2"),
+        (0.1, "0.1", "0.2"),  # the first bound: calm reads at most 0.1, which is not above 0.1
+        (0.15, "0.1", "0.4"),
+        (10.0, "10", "20"),
+        (45.5, "40", "80"),
+        (399.0, "200", "+Inf"),  # past the last bound: the p99 of the +Inf bucket reads as 400
+        (400.0, "400", "+Inf"),  # refused by the policy (400 is not above 400): see below
+        (500.0, "400", "+Inf"),  # refused too
+        (0.05, "0.1", "0.2"),  # refused by the policy (0.1 is above 0.05, the calm case would fire)
     ],
 )
-def test_ttft_test_buckets_straddle_the_slo(slo: float, below: bool, bucket: str) -> None:
-    assert _bucket_above(slo, below=below) == bucket
+def test_ttft_case_buckets_straddle_the_slo(slo: float, calm: str, slow: str) -> None:
+    assert _ttft_case_buckets(slo) == (calm, slow)
 
 
-@pytest.mark.parametrize("slo", [0.1, 0.15, 59.9])
-def test_a_ttft_slo_within_the_test_buckets_is_accepted(slo: float) -> None:
+@pytest.mark.parametrize("slo", [0.1, 0.15, 1.5, 10, 59.9, 399.9])
+def test_a_ttft_slo_within_sglangs_buckets_is_accepted(slo: float) -> None:
+    """Every p99 the calm bucket can read lies at or under the SLO, every one the slow bucket can read above it."""
     assert Policy.from_vars({"ttft_p99_slo_s": slo}).ttft_p99_slo_s == slo
-    below, above = _bucket_above(slo, below=True), _bucket_above(slo, below=False)
-    assert float(below) <= slo < float(above)
+    calm, slow = _ttft_case_buckets(slo)
+    bounds = [0.0, *(float(b) for b in TTFT_BUCKETS)]
+    assert float(calm) <= slo
+    assert slow == "+Inf" or bounds[bounds.index(float(slow)) - 1] >= slo
+    assert slow != "+Inf" or float(TTFT_BUCKETS[-1]) > slo
 
 
-@pytest.mark.parametrize("slo", [0.05, 0.0999, 60, 100])
-def test_a_ttft_slo_outside_the_test_buckets_is_refused(slo: float) -> None:
-    """Below 0.1 s no test bucket lies under the SLO; from 60 s on, the p99 of the last bucket reads as 60."""
+@pytest.mark.parametrize("slo", [0.05, 0.0999, 400, 1000])
+def test_a_ttft_slo_outside_sglangs_buckets_is_refused(slo: float) -> None:
+    """Below 0.1 s no bucket lies under the SLO; from 400 s on, the p99 of the last bucket reads as 400."""
     with pytest.raises(MonitoringError) as error:
         Policy.from_vars({"ttft_p99_slo_s": slo})
     assert str(error.value) == (
-        f"sglang_monitoring_ttft_p99_slo_s={slo!r}: must be from 0.1 to under 60 seconds, the span of the TTFT "
-        "buckets the alert is tested with (below it no bucket lies under the SLO; from 60 on the p99 of the last "
-        "bucket reads as 60); fix: e.g. 2"
+        f"sglang_monitoring_ttft_p99_slo_s={slo!r}: must be from 0.1 to under 400 seconds, the span of SGLang's "
+        "TTFT buckets (sglang:time_to_first_token_seconds; below it no bucket lies under the SLO; from 400 on the "
+        "p99 of the last bucket reads as 400); fix: e.g. 2"
     )
 
 
@@ -700,40 +709,59 @@ def test_router_down_rule() -> None:
     assert a.cases == _gauge([(f"up{R1}", 0, 1)], 4)
 
 
-def test_ttft_rule_compares_the_p99_with_the_slo() -> None:
-    a = _by_name(router_alerts(ROUTER, Policy(ttft_p99_slo_s=2.0)))["SMGTTFTAboveSLO"]
+def test_ttft_rule_on_each_decode_engine_compares_its_p99_with_the_slo() -> None:
+    """SGLang's own TTFT histogram of the decode engine (from the call's arrival to its first token, the prefill's
+    queue and the KV transfer included), summed over is_streaming."""
+    a = _by_name(engine_alerts(DECODE, Policy(ttft_p99_slo_s=2.0)))["SGLangTTFTAboveSLO"]
     assert a.rule() == {
-        "alert": "SMGTTFTAboveSLO",
-        "expr": f"histogram_quantile(0.99, sum by (server, le) (rate(smg_pd_ttft_seconds_bucket{R1}[5m]))) > 2",
+        "alert": "SGLangTTFTAboveSLO",
+        "expr": "histogram_quantile(0.99, sum by (server, le) (rate(sglang:time_to_first_token_seconds_bucket"
+        f"{E1}[5m]))) > 2",
         "for": "5m",
-        "labels": _labels("warning", "ttft_p99_slo_s", "r1:router"),
+        "labels": _labels("warning", "ttft_p99_slo_s", "e1:decode"),
         "annotations": {
-            "summary": "r1:router: TTFT p99 above 2 s",
-            "description": "The p99 time to first token at the router r1:router stays above the declared SLO "
-            "sglang_monitoring_ttft_p99_slo_s=2 s",
+            "summary": "e1:decode: TTFT p99 above 2 s",
+            "description": "The p99 time to first token of the calls the decode engine e1:decode serves "
+            "(sglang:time_to_first_token_seconds: from the call's arrival to its first token, the wait for the "
+            "prefill and the KV transfer included) stays above the declared SLO sglang_monitoring_ttft_p99_slo_s=2 s "
+            "over 5m",
         },
     }
 
     def buckets(first_hit: int) -> list[tuple[str, str]]:
-        """100 requests a minute in the bucket `first_hit` (index into the bounds and +Inf) and above."""
-        bounds = [*TTFT_TEST_BUCKETS, "+Inf"]
+        """100 calls a minute in the bucket `first_hit` (index into the bounds and +Inf)."""
+        bounds = [*TTFT_BUCKETS, "+Inf"]
         return [
-            (f'smg_pd_ttft_seconds_bucket{{job="sglang_router",server="r1:router",le="{le}"}}',
-             f"0+{100 if i >= first_hit else 0}x12")
+            ('sglang:time_to_first_token_seconds_bucket{job="sglang_engine",server="e1:decode",is_streaming="true",'
+             f'le="{le}"}}', f"0+{100 if i >= first_hit else 0}x12")
             for i, le in enumerate(bounds)
         ]  # fmt: skip
 
-    # 5m window + 5m for + 2; requests in (1, 2.5] fire, requests at or under 1 s do not.
-    assert a.cases == [Case(buckets(4), "12m", True), Case(buckets(3), "12m", False)]
+    # 5m window + 5m for + 2; calls in (2, 4] fire, calls in (1, 2] do not.
+    assert a.cases == [Case(buckets(7), "12m", True), Case(buckets(6), "12m", False)]
 
 
-def test_ttft_rule_with_a_large_slo_puts_slow_requests_past_the_last_bound() -> None:
-    a = _by_name(router_alerts(ROUTER, Policy(ttft_p99_slo_s=45.5, rate_window="1m", for_long="2m")))["SMGTTFTAboveSLO"]
-    assert a.expr.endswith("[1m]))) > 45.5") and a.summary == "r1:router: TTFT p99 above 45.5 s"
+def test_ttft_rule_with_a_large_slo_puts_slow_calls_past_the_last_bound() -> None:
+    a = _by_name(engine_alerts(DECODE, Policy(ttft_p99_slo_s=345.5, rate_window="1m", for_long="30s")))[
+        "SGLangTTFTAboveSLO"
+    ]
+    assert a.expr.endswith("[1m]))) > 345.5") and a.summary == "e1:decode: TTFT p99 above 345.5 s"
+    assert a.for_ == "30s"
     fire, calm = a.cases
-    assert (fire.fires, calm.fires, fire.eval_time) == (True, False, "5m")
-    assert [v for _, v in fire.series] == ["0+0x5"] * 8 + ["0+100x5"] * 2  # 60 s and +Inf hit
-    assert [v for _, v in calm.series] == ["0+0x5"] * 6 + ["0+100x5"] * 4  # 10 s (<= 22.75) and above
+    assert (fire.fires, calm.fires, fire.eval_time) == (True, False, "4m")  # 1m window + 30s for (1m) + 2
+    assert [v for _, v in fire.series] == ["0+0x4"] * 18 + ["0+100x4"]  # +Inf only
+    assert [v for _, v in calm.series] == ["0+0x4"] * 16 + ["0+100x4"] * 3  # (100, 200]
+
+
+def test_the_ttft_rule_is_the_decode_engines_and_needs_the_slo() -> None:
+    """Only a decode engine's TTFT is the call's (a prefill engine's first token is the prefill's own), and only a
+    declared SLO adds the rule, last; the router has none (smg_pd_ttft_seconds misses the wait for the prefill)."""
+    names = [a.name for a in engine_alerts(DECODE, Policy(ttft_p99_slo_s=2.0))]
+    assert names == [a.name for a in engine_alerts(DECODE, Policy())] + ["SGLangTTFTAboveSLO"]
+    assert "SGLangTTFTAboveSLO" not in {a.name for a in engine_alerts(PREFILL, Policy(ttft_p99_slo_s=2.0))}
+    router = router_alerts(ROUTER, Policy(ttft_p99_slo_s=2.0))
+    assert [a.name for a in router] == [a.name for a in router_alerts(ROUTER, Policy())]
+    assert not any("ttft" in a.expr for a in router)
 
 
 def test_burn_rules_follow_the_multiwindow_burn_rates() -> None:
@@ -827,7 +855,7 @@ def test_an_slo_whose_page_cannot_fire_is_refused(slo: float) -> None:
 
 def test_slo_rules_are_added_only_when_declared() -> None:
     names = [a.name for a in router_alerts(ROUTER, Policy(ttft_p99_slo_s=1.5, availability_slo=0.9))]
-    assert names[5:] == ["SMGTTFTAboveSLO", "SMGErrorBudgetBurn1h", "SMGErrorBudgetBurn6h", "SMGErrorBudgetBurn1d"]
+    assert names[5:] == ["SMGErrorBudgetBurn1h", "SMGErrorBudgetBurn6h", "SMGErrorBudgetBurn1d"]
     assert [a.name for a in router_alerts(ROUTER, Policy(availability_slo=0.9))][5:] == [
         "SMGErrorBudgetBurn1h",
         "SMGErrorBudgetBurn6h",
@@ -1005,7 +1033,7 @@ def test_promtool_passes_the_generated_tests_of_the_shared_envelope(tmp_path: Pa
     alerts = all_alerts(fleet(hostvars, groups, DSV4), policy)
     (tmp_path / RULES_FILE).write_text(yaml.safe_dump(rule_file(alerts), sort_keys=False, width=1000))
     tests = promtool_tests(alerts, RULES_FILE)
-    assert len(tests["tests"]) == 2 * 25 + 1  # 7 + 10 + 6 + 2 rules of two cases each; the decode stall has three
+    assert len(tests["tests"]) == 2 * 25 + 1  # 7 + 11 + 5 + 2 rules of two cases each; the decode stall has three
     (tmp_path / RULES_TEST_FILE).write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     done = subprocess.run(
         [promtool, "test", "rules", RULES_TEST_FILE], cwd=tmp_path, capture_output=True, text=True, timeout=120

@@ -125,7 +125,7 @@ def test_availability_slo_accepted() -> None:
 @pytest.mark.parametrize("value", [0, -1, 0.0])
 def test_ttft_slo_must_be_positive(value: float) -> None:
     assert _error({"ttft_p99_slo_s": value}).startswith(
-        f"sglang_monitoring_ttft_p99_slo_s={value!r}: must be from 0.1 to under 60 seconds"
+        f"sglang_monitoring_ttft_p99_slo_s={value!r}: must be from 0.1 to under 400 seconds"
     )
 
 
@@ -162,10 +162,12 @@ def test_policy_vars_keep_only_policy_settings() -> None:
 
 
 def test_the_labs_monitoring_variables_make_its_policy() -> None:
-    """The lab's short windows (inventories/lab/group_vars/all/monitoring.yml) reach the policy; the rest keep their
-    defaults."""
+    """The lab's short windows and its TTFT SLO in lab seconds (inventories/lab/group_vars/all/monitoring.yml) reach
+    the policy; the rest keep their defaults."""
     lab = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "monitoring.yml").read_text())
-    assert Policy.from_vars(policy_vars(lab)) == Policy(for_short="15s", rate_window="1m", drift_period_s=15)
+    assert Policy.from_vars(policy_vars(lab)) == Policy(
+        for_short="15s", for_long="30s", rate_window="1m", drift_period_s=15, ttft_p99_slo_s=10
+    )
 
 
 # ---------------------------------------------------------------- scrape config and the drift exporter
