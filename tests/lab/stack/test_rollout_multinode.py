@@ -1,6 +1,7 @@
 """A decode max_running_requests change under load on the multi-host lab (`make lab LAB=multinode`: 2 prefill,
 2 decode and 1 router systemd-nspawn host on one bridge, the router reaching the workers by address): the decode
-engines restart one at a time, each leaving the router first, and six closed-loop clients lose no request.
+engines restart one at a time, each leaving the router first, and six closed-loop clients lose no request. Then a
+second prefill engine joins the router and the calls' TTFT falls as the time model predicts.
 
 Slow (boots five hosts, two site.yml runs: about 8 minutes on 2 cores): marked `rollout` (and `lab`); `make test`
 runs it once, in its own pytest pass. It leaves the multi-host lab down.
@@ -93,3 +94,64 @@ def test_decode_change_under_load_loses_nothing(multinode: str, tmp_path: Path) 
     for host in ("mlab-d1", "mlab-d2"):
         assert f"rollout window: sglang-dsv4-decode on {host} was out of the router for" in done.stdout
     assert "rollout window: sglang-dsv4-prefill" not in done.stdout
+
+
+# ---------------------------------------------------------------- a second prefill engine, measured
+
+PREFILL_2 = "http://10.231.0.12:30000"  # mlab-p2's prefill engine, as the router knows it
+ROUTER = "http://127.0.0.1:8000"
+
+
+def router_worker(multinode: str, **args: Any) -> dict[str, Any]:
+    """sglang.dsv4.sglang_router_worker on the router host (the rollout's own step); its result."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible")), ROUTER_HOST, "-i", multinode, "-o",
+         "-m", "sglang.dsv4.sglang_router_worker", "-a", json.dumps({"router": ROUTER, "api_key": LAB_KEY, **args})],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return dict(json.loads(done.stdout.split("=>", 1)[1]))
+
+
+def bench_ttft(inventory: Path, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`sglang-envelope bench` of 8 calls of 6,000 tokens at once (one prompt a prefill pass); the TTFT p50 and p90
+    rows (measured and predicted, ms)."""
+    argv = [str(Path(sys.executable).with_name("sglang-envelope")), "bench", "--inventory", str(inventory),
+            "--want", "8x6000", "--output-tokens", "64", "--concurrency", "8", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (level,) = json.loads((out / "bench.json").read_text())["levels"]
+    by = {row["figure"]: row for row in level["rows"]}
+    assert by["errors"]["measured"] == 0 and level["result"]["completed"] == 8, by["errors"]
+    return by["TTFT p50"], by["TTFT p90"]
+
+
+def one_prefill_inventory(tmp_path: Path) -> Path:
+    """The multi-host lab's inventory with mlab-p2 out of group sglang_prefill (its group_vars linked)."""
+    source = REPO / INVENTORY
+    hosts = yaml.safe_load(source.read_text())
+    del hosts["all"]["children"]["sglang_engine"]["children"]["sglang_prefill"]["hosts"]["mlab-p2"]
+    folder = tmp_path / "one-prefill"
+    folder.mkdir()
+    (folder / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (folder / "group_vars").symlink_to(source.parent / "group_vars")
+    return folder / "hosts.yml"
+
+
+def test_a_second_prefill_engine_lowers_ttft_as_predicted(multinode: str, tmp_path: Path) -> None:
+    spec = router_worker(multinode, url=PREFILL_2, state="absent")["spec"]
+    try:
+        one = bench_ttft(one_prefill_inventory(tmp_path), tmp_path / "one")
+    finally:
+        router_worker(multinode, state="present", spec=spec)
+    two = bench_ttft(REPO / INVENTORY, tmp_path / "two")
+    for name, before, after in (("p50", one[0], two[0]), ("p90", one[1], two[1])):
+        measured, predicted = after["measured"] / before["measured"], after["predicted"] / before["predicted"]
+        print(f"TTFT {name}: {before['measured']:.0f} -> {after['measured']:.0f} ms measured ({measured:.2f}x), "
+              f"{before['predicted']:.0f} -> {after['predicted']:.0f} ms predicted ({predicted:.2f}x)")  # fmt: skip
+        assert measured < 0.8, f"TTFT {name} did not fall with a second prefill engine ({measured:.2f}x)"
+        assert abs(measured / predicted - 1) <= 0.15, (
+            f"TTFT {name} fell {measured:.2f}x, the model said {predicted:.2f}x"
+        )
