@@ -12,11 +12,13 @@ Model (see README.md):
   and steps are at least SGLANG_SIM_STEP_MS apart;
 - timing, time model (a StepClock, SGLANG_SIM_STEP_TABLE): admitted prompts are prefilled first in, first out, one
   pass at a time, up to chunk // isl prompts a pass (a long prompt alone, all its chunks), each pass lasting the
-  model's prefill_pass_ms; the pass gives each its first token. Running requests decode in steps: every one that
-  had its first token before a step starts gets one token at its end, and the step lasts the model's
-  decode_step_ms at the batch's size and mean context. Pass and step ends follow a virtual schedule: a late loop
-  emits the tokens due with their own times (histograms included) and does not drift; wakes are at least
-  SGLANG_SIM_STEP_MS apart while decoding, so a stream event can carry several tokens;
+  model's prefill_pass_ms; the pass gives each its first token. A prefix cache of whole pages (as SGLang's radix
+  cache; chain hashes of each prefilled prompt's full pages, LRU up to the pool's pages) prices a prompt's leading
+  pages already prefilled on this rank as cached (never the last token), reported as its cached_tokens. Running
+  requests decode in steps: every one that had its first token before a step starts gets one token at its end, and
+  the step lasts the model's decode_step_ms at the batch's size and mean context. Pass and step ends follow a
+  virtual schedule: a late loop emits the tokens due with their own times (histograms included) and does not drift;
+  wakes are at least SGLANG_SIM_STEP_MS apart while decoding, so a stream event can carry several tokens;
 - prefill mode: a request is done after its first token (its KV is then handed to the decode and freed);
 - decode mode: after admission the request waits for its prefill (pd.py) before its first token (with a time model,
   plus the KV transfer);
@@ -81,6 +83,8 @@ class SimRequest:
     first_token_at: float | None = None
     finished_at: float | None = None
     transferred: bool = False
+    cached_tokens: int = 0  # time model: prompt tokens the prefix cache held at its prefill
+    page_hashes: list[int] | None = None  # time model: chain hashes of the prompt's full pages (computed once)
     retractions: int = 0
     error: RequestError | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -175,6 +179,9 @@ class Scheduler:
         self._step_end = math.inf
         self._last_step_end = -math.inf
         self._stalled_at = 0.0
+        # time model: the prefix cache, chain hashes of prefilled full pages, least recently used first
+        self._prefix_cache: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self.prefix_cache_pages = max(1, max_total_num_tokens // self.page_size)
 
     # ---------------------------------------------------------------- public
 
@@ -500,15 +507,22 @@ class Scheduler:
             return
         head = self._prefill_q.popleft()
         start = max(self._last_pass_end, head.prefill_at)
+        head.cached_tokens = self._cached_prefix(head)
         members, tokens = [head], head.prompt_len + head.base_generated
-        while tokens <= self.clock.chunk and self._prefill_q and self._prefill_q[0].prefill_at <= start:
+        uncached = tokens - head.cached_tokens  # the chunk budget counts the tokens computed
+        while uncached <= self.clock.chunk and self._prefill_q and self._prefill_q[0].prefill_at <= start:
             nxt = self._prefill_q[0]
-            if tokens + nxt.prompt_len + nxt.base_generated > self.clock.chunk:
+            prefix = self._cached_prefix(nxt)
+            if uncached + nxt.prompt_len + nxt.base_generated - prefix > self.clock.chunk:
                 break
             members.append(self._prefill_q.popleft())
+            nxt.cached_tokens = prefix
             tokens += nxt.prompt_len + nxt.base_generated
+            uncached += nxt.prompt_len + nxt.base_generated - prefix
         self._pass = members
-        self._pass_end = start + self.clock.prefill_s(max(1, -(-tokens // len(members))), len(members))
+        n = len(members)
+        prefix = sum(r.cached_tokens for r in members) // n
+        self._pass_end = start + self.clock.prefill_s(max(1, -(-tokens // n)), n, prefix)
 
     def _end_pass(self) -> None:
         at, members = self._pass_end, self._pass
@@ -516,11 +530,44 @@ class Scheduler:
         for req in members:
             if req.phase is not Phase.RUNNING or req not in self.active:
                 continue
+            self._cache_pages(req)
             limit = min(1, req.output_len) if self.mode == "prefill" else req.output_len
             if req.generated < limit and not self._emit(req, at):
                 continue
             if not self._done(req, at):
                 req.decode_from = at
+
+    def _page_hashes(self, req: SimRequest) -> list[int]:
+        """Chain hashes of req's full prompt pages: page k's is hash((page k-1's, page k's token ids))."""
+        if req.page_hashes is None:
+            ids, size, prev, out = req.input_ids, self.page_size, 0, []
+            for begin in range(0, len(ids) - size + 1, size):
+                prev = hash((prev, tuple(ids[begin : begin + size])))
+                out.append(prev)
+            req.page_hashes = out
+        return req.page_hashes
+
+    def _cached_prefix(self, req: SimRequest) -> int:
+        """Tokens at the front of req's prompt in the prefix cache: its leading full pages found there, short of the
+        whole prompt (at least the last token is computed); the pages found become the most recently used."""
+        hashes = self._page_hashes(req)
+        limit = min(len(hashes), (req.prompt_len + req.base_generated - 1) // self.page_size)
+        found = 0
+        while found < limit and hashes[found] in self._prefix_cache:
+            found += 1
+        for h in reversed(hashes[:found]):
+            self._prefix_cache.move_to_end(h)
+        return found * self.page_size
+
+    def _cache_pages(self, req: SimRequest) -> None:
+        """After req's prefill its full pages enter the prefix cache, the first page the most recently used (the
+        least recently used, evicted first past the pool's pages, are the deepest pages, as a radix tree's leaves)."""
+        cache = self._prefix_cache
+        for h in reversed(self._page_hashes(req)):
+            cache[h] = None
+            cache.move_to_end(h)
+        while len(cache) > self.prefix_cache_pages:
+            cache.popitem(last=False)
 
     def _begin_step(self, start: float) -> None:
         assert self.clock is not None

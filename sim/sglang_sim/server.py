@@ -279,14 +279,14 @@ class Api:
             "num_retractions": req.retractions,
             "reasoning_tokens": 0,
             "completion_tokens": req.generated,
-            "cached_tokens": 0,
+            "cached_tokens": req.cached_tokens,
         }
         if req.finished and req.finished_at is not None:
             meta["e2e_latency"] = round(req.finished_at - req.created, 6)
         return meta
 
     def _usage(self, req: SimRequest) -> dict[str, Any]:
-        details = {"cached_tokens": 0} if self.cfg.args.get("enable_cache_report") else None
+        details = {"cached_tokens": req.cached_tokens} if self.cfg.args.get("enable_cache_report") else None
         return {
             "prompt_tokens": req.prompt_len,
             "total_tokens": req.prompt_len + req.generated,

@@ -41,9 +41,10 @@ class StepClock:
     def chunk(self) -> int:
         return self.fleet.chunked_prefill_size
 
-    def _prefill_s(self, isl: int, batch: int) -> float:
-        """One prefill pass of `batch` prompts of `isl` tokens (a long prompt: all its chunks)."""
-        return prefill_pass_ms(self.fleet, isl, batch, self.steps) / 1000.0 / self.speed
+    def _prefill_s(self, isl: int, batch: int, prefix: int = 0) -> float:
+        """One prefill pass of `batch` prompts of `isl` tokens, `prefix` of them cached (a long prompt: all its
+        chunks)."""
+        return prefill_pass_ms(self.fleet, isl, batch, self.steps, prefix) / 1000.0 / self.speed
 
     def _decode_s(self, context: int, batch: int) -> float:
         """One decode step of `batch` sequences at (mean) context `context`."""

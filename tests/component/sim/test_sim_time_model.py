@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ ENV = {
 }
 COMMON = ["--served-model-name", "dsv4", "--context-length", "8192", "--chunked-prefill-size", "8192"]
 RUNNING = 64
+CALLS = itertools.count()
 
 
 @dataclass
@@ -83,7 +85,8 @@ def stacks(launcher: Launcher) -> dict[str, Stack]:
 
 def call(url: str) -> tuple[float, list[tuple[float, int]]]:
     """One streamed /generate of ISL words and OSL tokens: (when sent, [(when, tokens so far)] of each chunk)."""
-    body = {"text": " ".join(["w"] * ISL), "sampling_params": {"max_new_tokens": OSL}, "stream": True}
+    text = " ".join([f"call{next(CALLS)}"] + ["w"] * (ISL - 1))  # a prompt of its own: no prefix cache hit
+    body = {"text": text, "sampling_params": {"max_new_tokens": OSL}, "stream": True}
     sent = time.monotonic()
     seen: list[tuple[float, int]] = []
     with httpx.stream("POST", url + "/generate", json=body, timeout=120) as r:

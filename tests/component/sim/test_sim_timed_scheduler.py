@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -62,7 +63,8 @@ def make(mode: str = "null", **kw: Any) -> Scheduler:
 
 
 def req(n_in: int, n_out: int, rid: str = "r") -> SimRequest:
-    return SimRequest(rid=rid, input_ids=[0] * n_in, max_new_tokens=n_out)
+    """A prompt of its own (its first token is its id's): no page in another's prefix cache."""
+    return SimRequest(rid=rid, input_ids=[zlib.crc32(rid.encode())] + [0] * (n_in - 1), max_new_tokens=n_out)
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:

@@ -273,19 +273,24 @@ def _extra(fleet: FleetShape, step: StepTime, ref: StepTime) -> float:
     return terms.bf16_index_extra_ms(step.attention_ms, ref.attention_ms, fleet.index_share, fleet.key_ratio)
 
 
-def prefill_pass(fleet: FleetShape, isl: int, batch: int, steps: StepSource) -> PassTime:
-    """One prefill pass of `batch` prompts of `isl` tokens on a prefill engine of `fleet` (one round of queries).
-    A prompt longer than the chunk is its chunks one after another, each on the prefix already cached (a few chunk
-    positions priced, the rest interpolated: sglang_perf_terms); `batch` such prompts take `batch` times that.
+def prefill_pass(fleet: FleetShape, isl: int, batch: int, steps: StepSource, prefix: int = 0) -> PassTime:
+    """One prefill pass of `batch` prompts of `isl` tokens on a prefill engine of `fleet` (one round of queries),
+    the first `prefix` of them already in the prefix cache (only isl - prefix are computed).
+    A prompt whose computed part is longer than the chunk is its chunks one after another (from `prefix` to `isl`),
+    each on the prefix already cached (a few chunk positions priced, the rest interpolated: sglang_perf_terms);
+    `batch` such prompts take `batch` times that.
     With bf16 index keys each pass adds the index-key term over the same pass without prefix."""
     if isl <= 0 or batch <= 0:
         raise ValueError(f"a prefill pass needs isl > 0 and batch > 0 (isl={isl}, batch={batch})")
+    if not 0 <= prefix < isl:
+        raise ValueError(f"a prefill pass computes at least one token: 0 <= prefix < isl (prefix={prefix}, isl={isl})")
     m, tp, ep, chunk = fleet.model, fleet.prefill_tp, fleet.prefill_ep, fleet.chunked_prefill_size
-    if isl <= chunk:
-        queries = [PrefillQuery(m, tp, ep, isl, 0, batch)]
-        refs, picks, chunks, repeat = queries, [0], 1, 1
+    if isl - prefix <= chunk:
+        queries = [PrefillQuery(m, tp, ep, isl, prefix, batch)]
+        refs = [PrefillQuery(m, tp, ep, isl - prefix, 0, batch)] if prefix else queries
+        picks, chunks, repeat = [0], 1, 1
     else:
-        spans = terms.chunk_spans(isl, chunk)
+        spans = [(prefix + start, prefix + end) for start, end in terms.chunk_spans(isl - prefix, chunk)]
         picks, chunks, repeat = terms.sampled_chunks(len(spans)), len(spans), batch
         queries = [PrefillQuery(m, tp, ep, spans[i][1], spans[i][0], 1) for i in picks]
         refs = [PrefillQuery(m, tp, ep, spans[i][1] - spans[i][0], 0, 1) for i in picks]
@@ -303,9 +308,10 @@ def prefill_pass(fleet: FleetShape, isl: int, batch: int, steps: StepSource) -> 
     return PassTime(estimated, ours, times, chunks)
 
 
-def prefill_pass_ms(fleet: FleetShape, isl: int, batch: int, steps: StepSource) -> float:
-    """Milliseconds of one prefill pass of `batch` prompts of `isl` tokens (prefill_pass: chunks, bf16 index keys)."""
-    return prefill_pass(fleet, isl, batch, steps).ms
+def prefill_pass_ms(fleet: FleetShape, isl: int, batch: int, steps: StepSource, prefix: int = 0) -> float:
+    """Milliseconds of one prefill pass of `batch` prompts of `isl` tokens, `prefix` of them cached (prefill_pass:
+    chunks, bf16 index keys)."""
+    return prefill_pass(fleet, isl, batch, steps, prefix).ms
 
 
 def decode_steps(
