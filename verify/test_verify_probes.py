@@ -2,7 +2,9 @@
 
 The probe program (probes/envelope_probe.py) runs on the router host. It is sized from the live engine values
 (context length, longest accepted input, KV pool) and the declared router limits, and bounded in fan-out and
-time (sglang_verify_probe_* settings). It fills the router's admission window: run it only on an idle stack.
+time (sglang_verify_probe_* settings, plus twice the time model's first token of the longest prompt: a prompt of
+the full context takes minutes to prefill, on an H200 as on the lab's simulator). It fills the router's admission
+window: run it only on an idle stack.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from probes.verdicts import admission_problems, describe, rejection_problems
 from verify_expect import ENGINE_ROLES, HostPlan, probes_off
 from verify_remote import run_probe
 from verify_session import plan_of, snapshot_of
+from verify_time import predicted
 
 
 def _engines_live(runner: Any, plan: HostPlan) -> dict[str, list[dict[str, Any]]]:
@@ -46,12 +49,15 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
     limits, _ = smg_live.router_effective({k: v for k, v in router.envelope.items() if v is not None})
     longest = min(int(i) for i in inputs) - 1  # SGLang accepts an input shorter than max_req_input_len
     hold = float(s["sglang_verify_probe_hold_secs"])
+    # The longest accepted prompt is prefilled once (the probes' prompts repeat one token, so the others hit the
+    # prefix cache): its first token takes what the time model says, twice over for the model's band.
+    first_token_s = 2 * predicted(runner, longest, 1)[0].ttft_p90.ms / 1000
     config: dict[str, Any] = {
         "router": router.base_url,
         "api_key_file": router.env_file,
         "token_id": int(s["sglang_verify_probe_token_id"]),
-        "deadline_s": float(s["sglang_verify_probe_deadline_secs"]),
-        "request_timeout_s": 30,
+        "deadline_s": float(s["sglang_verify_probe_deadline_secs"]) + first_token_s,
+        "request_timeout_s": 30 + first_token_s,
         # No request may stay open longer than the router's own queue + request timeouts.
         "bound_s": limits["queue_timeout_secs"] + limits["request_timeout_secs"],
         "context": {"context_len": min(int(c) for c in contexts), "max_input": longest},

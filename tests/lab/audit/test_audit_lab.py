@@ -98,6 +98,12 @@ def redeploy(deployed: AuditLab, request: pytest.FixtureRequest) -> Iterator[Aud
 
 
 def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLab, tmp_path: Path) -> None:
+    # A few calls first, so that the engines' latency histograms have something to show beside the model.
+    body = json.dumps({"input_ids": [7] * 1000, "sampling_params": {"max_new_tokens": 32, "ignore_eos": True}})
+    key = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_api_key"]
+    headers = f"-H 'Authorization: Bearer {key}' -H 'Content-Type: application/json'"
+    on_host(deployed, f"for i in 1 2 3; do curl -sf {headers} -d '{body}' http://127.0.0.1:8000/generate >/dev/null "
+                      "|| exit 1; done")  # fmt: skip
     run, report = audit(deployed, tmp_path)
     assert_clean(run, report)
     assert {(s["host"], s["role"]) for s in report["servers"]} == {
@@ -113,6 +119,10 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
     assert [t["shape"].split(",")[0] for t in times] == ["the longest call", "a typical call"], times
     assert all("AIConfigurator 0.12.0" in t["ttft_p90"] and "our model" in t["ttft_p90"] for t in times), times
     assert "predicted time, the longest call" in run.output
+    # Measured TTFT and ITL beside the model's prediction at the measured load.
+    assert "measured vs the model at the measured load" in run.output, run.output[-3000:]
+    for figure in ("TTFT p50: measured", "ITL p50: measured"):
+        assert figure in run.output, figure
     decode = server(report, deployed.host, "decode")
     assert decode["version"] == "0.5.23" and decode["capacity"]["full_length_fit"] > 0
     # The effective index-key dtype, with where it came from, in the table and the notes.
