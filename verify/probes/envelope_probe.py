@@ -66,9 +66,15 @@ class Client:
             conn.close()
 
 
-def generate_body(n_input: int, max_new_tokens: int, token_id: int, stream: bool = False) -> bytes:
+def generate_body(
+    n_input: int, max_new_tokens: int, token_id: int, stream: bool = False, first: int | None = None
+) -> bytes:
+    """A /generate body of n_input token ids, all `token_id` but the first (`first`, when given)."""
+    ids = [token_id] * n_input
+    if first is not None and ids:
+        ids[0] = first
     body = {
-        "input_ids": [token_id] * n_input,
+        "input_ids": ids,
         "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True},
         "stream": stream,
     }
@@ -356,9 +362,13 @@ def probe_time(client: Client, cfg: dict[str, Any], token_id: int, deadline: flo
     """Streamed requests one after another: each one's TTFT (`ttft_s`) and ITL (`itl_s`, first to last output chunk
     over the tokens generated between them)."""
     n_input, n_output = int(cfg["input_tokens"]), int(cfg["output_tokens"])
-    body = generate_body(n_input, n_output, token_id, stream=True)
     results: list[dict[str, Any]] = []
-    for _ in range(int(cfg["requests"])):
+    # Prompts of their own (a first token no other probe, of this run or an earlier one, starts with): the engine's
+    # prefix cache holds the probes' repeated prompts, and a cached prompt would not show the prefill the model
+    # predicts.
+    salt = time.time_ns() // 1_000_000 % 100_000
+    for index in range(int(cfg["requests"])):
+        body = generate_body(n_input, n_output, token_id, stream=True, first=token_id + 1 + (salt + index) % 100_000)
         remaining = deadline - time.monotonic() - 1.0
         if remaining <= 1.0:
             results.append({"status": None, "error": "no time left before the probe deadline", "timeout": True})
