@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from modeltools import REPO, load_model
 from sglang_envelope_cli import commands as sglang_cli
 from shipped import SHIPPED, shipped_inventory
-
-REPO = Path(__file__).resolve().parents[2]
-MODELS = REPO / "models"
-
-
-def load_model(name: str) -> dict[str, Any]:
-    return dict(json.loads((MODELS / name / "config.json").read_text()))
 
 
 @pytest.fixture

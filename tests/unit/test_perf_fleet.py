@@ -17,7 +17,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
-from conftest import load_model
+from modeltools import load_model
 from shipped import shipped_inventory
 
 

@@ -24,7 +24,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_table impo
     save,
     table_name,
 )
-from conftest import REPO, load_model
+from modeltools import REPO, load_model
 
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 COMMITTED = REPO / "sim" / "sglang_sim" / "step_tables" / table_name(MODEL, 4)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
-from conftest import load_model
+from modeltools import load_model
 from sglang_envelope_cli import bench
 from sglang_envelope_cli.commands import main
 from shipped import shipped_inventory
