@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -248,9 +249,13 @@ def predict_levels(
     return [perf.as_dict(p, w) for p, (_shape, w) in zip(preds, cases, strict=True)]
 
 
-def bench_argv(level: Level, url: str, tokenizer: str, output: Path) -> list[str]:
-    """bench_serving's command line of one wave."""
+def bench_argv(level: Level, url: str, tokenizer: str, output: Path, seed: int = 1) -> list[str]:
+    """bench_serving's command line of one wave. Its prompts are drawn from `seed`: a seed of their own per wave keeps
+    a wave's prompts out of the engines' prefix cache (filled by earlier waves, or by a warm-up request, which is
+    off for that reason), so every call pays its prefill, as the model prices a cold burst."""
     return [
+        "--seed", str(seed),
+        "--warmup-requests", "0",
         "--backend", "sglang",
         "--base-url", url,
         "--dataset-name", "random-ids",
@@ -539,10 +544,11 @@ def run_levels(
     """Every wave through the runner, in one process (its output and bench_serving's progress bars go to the
     terminal); bench_serving's result of each."""
     files = [out / f"level-{i + 1}-c{level.concurrency}.jsonl" for i, level in enumerate(levels)]
+    seed = time.time_ns() // 1000 % 1_000_000_000
     runs = [
         {
             "title": f"[level {i + 1}/{len(levels)}] {level.shape}: {level.text()} -> {target.url}",
-            "argv": bench_argv(level, target.url, tokenizer, files[i]),
+            "argv": bench_argv(level, target.url, tokenizer, files[i], seed + i),
         }
         for i, level in enumerate(levels)
     ]

@@ -275,4 +275,8 @@ def test_bench_serving_command_line() -> None:
     ]:
         assert argv[argv.index(flag) + 1] == value
     assert {"--tokenize-prompt", "--pd-separated", "--output-details"} <= set(argv)
+    # prompts of their own per wave, no warm-up: nothing of the wave is in the prefix cache before it
+    assert argv[argv.index("--warmup-requests") + 1] == "0" and argv[argv.index("--seed") + 1] == "1"
+    other = bench.bench_argv(WAVE, "http://127.0.0.1:8000", "/tok", Path("/o"), seed=7)
+    assert other[other.index("--seed") + 1] == "7"
     assert argv[argv.index("--request-rate") + 1] == "inf"
