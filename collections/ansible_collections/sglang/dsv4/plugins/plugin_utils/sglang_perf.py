@@ -92,6 +92,22 @@ class BatchedStepSource(Protocol):
     ) -> tuple[list[StepTime], list[StepTime]]: ...
 
 
+class OneRoundSteps:
+    """Base of the step sources whose answers come from one `both` round: prefill and decode alone are that round
+    with the other side empty."""
+
+    def both(
+        self, prefills: Sequence[PrefillQuery], decodes: Sequence[DecodeQuery]
+    ) -> tuple[list[StepTime], list[StepTime]]:
+        raise NotImplementedError
+
+    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
+        return self.both(queries, [])[0]
+
+    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
+        return self.both([], queries)[1]
+
+
 @dataclass(frozen=True)
 class FleetShape:
     """What the time model needs of a PD fleet. Per engine: tp, ep, running limit. Per fleet: engine counts, router.

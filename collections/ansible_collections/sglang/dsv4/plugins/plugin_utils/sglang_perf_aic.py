@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
+    DecodeQuery,
+    OneRoundSteps,
+    PrefillQuery,
+    StepTime,
+)
 
 REPO = Path(__file__).resolve().parents[6]
 VENV = REPO / ".cache" / "aiconfigurator-venv"
@@ -29,7 +34,7 @@ class PerfVenvMissing(RuntimeError):
     """The estimator's venv is not installed."""
 
 
-class AicSteps:
+class AicSteps(OneRoundSteps):
     """Per-step times from AIConfigurator's measured H200 data for SGLang (HYBRID: measured where present)."""
 
     def __init__(self, venv: Path = VENV, cache: Path | None = CACHE, timeout_s: float = 900) -> None:
@@ -44,12 +49,6 @@ class AicSteps:
         if not found or not self.ready():
             raise PerfVenvMissing(f"{self.venv} is not installed; fix: run `make perf-venv`")
         return found[-1].name.removeprefix("aiconfigurator_core-").removesuffix(".dist-info")
-
-    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
-        return self.both(queries, [])[0]
-
-    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
-        return self.both([], queries)[1]
 
     def both(
         self, prefills: Sequence[PrefillQuery], decodes: Sequence[DecodeQuery]

@@ -26,6 +26,7 @@ from typing import Any
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     BatchedStepSource,
     DecodeQuery,
+    OneRoundSteps,
     PrefillQuery,
     StepSource,
     StepTime,
@@ -101,7 +102,7 @@ class LiveFigures:
         )
 
 
-class LiveSteps:
+class LiveSteps(OneRoundSteps):
     """Per-step times from the live fleet's measured figures, shaped by `shape` when given (module docstring)."""
 
     def __init__(self, figures: LiveFigures, shape: StepSource | None = None) -> None:
@@ -123,12 +124,6 @@ class LiveSteps:
 
     def _step(self, ms: float) -> StepTime:
         return StepTime(ms, ms, 0.0, 0.0, 0.0, f"{ORIGIN} (measured {self.figures.at})", "live")
-
-    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
-        return self.both(queries, [])[0]
-
-    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
-        return self.both([], queries)[1]
 
     def both(
         self, prefills: Sequence[PrefillQuery], decodes: Sequence[DecodeQuery]
