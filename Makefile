@@ -33,9 +33,10 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
 # lab inventory (inventories/lab).
 # LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge;
-# LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults.
+# LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults;
+# LAB=lab4 the one where make test runs molecule.
 LAB ?=
-FURTHER_LAB := $(filter lab2 lab3,$(LAB))
+FURTHER_LAB := $(filter lab2 lab3 lab4,$(LAB))
 LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(or $(FURTHER_LAB),lab))
 LAB_INVENTORY := inventories/$(LAB_DIR)/hosts.yml
 LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(or $(FURTHER_LAB),lab1))
@@ -213,12 +214,14 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
-# beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own
-# (lab2, then the single-host rollout test there, then powered off; lab3, then the multi-host rollout test and
-# molecule there); and in the foreground the other lab tests on lab1 (the audit's drift tests too,
-# SGLANG_AUDIT_LAB=shared, not on a scratch host of their own) and verify. The background passes' output follows,
-# also kept in .cache/test-*.log; each pass lists its slowest tests. The single-host labs boot one after the other
-# (the first boot builds their shared rootfs); lab1 stays up at the end, as after `make lab`.
+# beside the lint, sanity and the labs' boot, and then `molecule test` on a lab of its own (lab4: it boots and
+# destroys it; its verify leaves the envelope probes to make verify on lab1, which sends the same ones); the fault
+# suite in two shards, each on a single-host lab of its own (lab2, then the single-host rollout test there; lab3,
+# then the multi-host rollout test there; both then powered off); and in the foreground the other lab tests on lab1
+# (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own) and verify. The
+# background passes' output follows, also kept in .cache/test-*.log; each pass lists its slowest tests. The
+# single-host labs boot one after the other (the first boot builds their shared rootfs); lab1 stays up at the end,
+# as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 DURATIONS := --durations=15 --durations-min=5
 # The tests without the lab in two processes (pytest-xdist), a directory each at a time (tests/conftest.py): they
@@ -228,7 +231,8 @@ WITHOUT_LAB_WORKERS ?= -n 2 --dist loadscope
 test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
 	@mkdir -p .cache; : > $(WALLS); $(call stamp,start)
 	{ pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
-	  $(TEST_DIRS) && $(call stamped,without-lab); } > .cache/test-without-lab.log 2>&1 & without=$$!; \
+	  $(TEST_DIRS) && $(call stamped,without-lab) && $(call molecule_after_the_boot); } \
+	  > .cache/test-without-lab.log 2>&1 & without=$$!; \
 	if ! { $(MAKE) --no-print-directory lint sanity && $(call stamp,lint-sanity) \
 	       && { ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml \
 	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; } && $(call stamp,labs-up); }; then \
@@ -238,13 +242,14 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
 	} > .cache/test-lab2.log 2>&1 & lab2=$$!; \
 	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
-	  && SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml $(MAKE) --no-print-directory molecule && $(call stamped,lab3); \
+	  && ansible-playbook -i inventories/lab3/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab3); \
 	} > .cache/test-lab3.log 2>&1 & lab3=$$!; \
 	{ SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(DURATIONS) $(PYTEST_ARGS) $(TEST_DIRS) \
 	  && $(MAKE) --no-print-directory verify && $(call stamped,lab1); } && lab=0 || lab=$$?; \
-	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
+	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab, then molecule on lab4 =="; \
+	cat .cache/test-without-lab.log; \
 	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
-	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout, molecule =="; \
+	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; \
 	cat .cache/test-lab3.log; \
 	$(call stamp,end); $(BIN)/python tests/pass_walls.py $(WALLS); \
 	[ $$lab -eq 0 ] && [ $$rest -eq 0 ] && [ $$two -eq 0 ] && [ $$three -eq 0 ]
@@ -255,6 +260,10 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 WALLS := .cache/test-walls.txt
 stamp = echo "$(1) $$(date +%s) 0" >> $(WALLS)
 stamped = rc=0 || rc=$$?; echo "$(1) $$(date +%s) $$rc" >> $(WALLS); (exit $$rc)
+# molecule on lab4 once the labs' shared rootfs is built (the labs-up stamp), its verify without the envelope probes.
+molecule_after_the_boot = { until grep -q '^labs-up ' $(WALLS); do sleep 5; done; \
+	SGLANG_LAB_INVENTORY=inventories/lab4/hosts.yml PYTEST_ADDOPTS=--no-probes $(MAKE) --no-print-directory molecule \
+	&& $(call stamped,molecule); }
 
 # The fault and rollout suites with the machine loaded on purpose (STRESS_HOGS busy loops at the lowest priority
 # besides): a race that only shows under the load make test puts on the machine shows here too. Uses lab2 and lab3
