@@ -29,6 +29,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils import (
     sglang_engine_live,
     sglang_http,
     sglang_layers,
+    sglang_sockets,
     smg_live,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import API_KEY_VAR, api_key_in, parse_env_file
@@ -160,52 +161,6 @@ def process(pid: int) -> dict[str, Any]:
     return info
 
 
-def _hex_addr(text: str) -> str:
-    raw = bytes.fromhex(text)
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
-    mapped = socket.inet_ntop(socket.AF_INET6, words)
-    return mapped[7:] if mapped.startswith("::ffff:") and "." in mapped else mapped
-
-
-def tcp_listeners() -> dict[int, list[tuple[str, int]]]:
-    """Socket inode -> listening (address, port) from /proc/net/tcp and tcp6 (state 0A)."""
-    out: dict[int, list[tuple[str, int]]] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            if len(cols) < 10 or cols[3] != "0A":
-                continue
-            addr, port = cols[1].rsplit(":", 1)
-            out.setdefault(int(cols[9]), []).append((_hex_addr(addr), int(port, 16)))
-    return out
-
-
-def listeners_of(pids: list[int], table: dict[int, list[tuple[str, int]]]) -> list[dict[str, Any]]:
-    found = []
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                for addr, port in table.get(int(target[8:-1]), []):
-                    found.append({"address": addr, "port": port, "pid": pid})
-    unique = {(x["address"], x["port"]): x for x in found}
-    return sorted(unique.values(), key=lambda x: (x["port"], x["address"]))
-
-
 def http_status(url: str, timeout: float, api_key: str | None) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     start = time.monotonic()
@@ -303,7 +258,7 @@ def main() -> int:
     spec = json.loads(sys.argv[1])
     timeout = float(spec.get("timeout", 5.0))
     started = time.monotonic()
-    table = tcp_listeners()
+    table = sglang_sockets.tcp_listeners()
     out: dict[str, Any] = {"hostname": socket.gethostname(), "stat": stat_paths(spec.get("paths", []))}
     servers: dict[str, Any] = {}
     for server in spec.get("servers", []):
@@ -312,7 +267,7 @@ def main() -> int:
         item: dict[str, Any] = {
             "unit": unit,
             "processes": [process(pid) for pid in pids],
-            "listeners": listeners_of(pids, table),
+            "listeners": sglang_sockets.listeners_of(pids, table),
             "env_file": masked_env(server["env_file"]),
             "health": http_status(server["health_url"], timeout, api_key_of(server["env_file"])),
         }

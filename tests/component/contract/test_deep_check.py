@@ -23,6 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
     deep_check,
     fleet_lines,
     problem,
+    resolution_problems,
     run_checkers,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file, parse_script
@@ -73,6 +74,17 @@ CORPUS: list[tuple[str, dict[str, Any], list[str]]] = [
         "chunk-not-page-multiple-shared",
         _with(_C, chunked_prefill_size=300),
         [f"{_C}.chunked_prefill_size=300", "must be divisible by page_size"],
+    ),
+    # SGLang: values its resolution replaces (server_args resolution hooks); the engine would run another value.
+    (
+        "page-size-forced",
+        _with(_C, page_size=64),
+        [f"{_C}.page_size=64", "resolution of the rendered command line makes page_size 256"],
+    ),
+    (
+        "attention-backend-overridden",
+        _with(_C, attention_backend="flashinfer"),
+        [f"{_C}.attention_backend='flashinfer'", "makes attention_backend 'dsv4'"],
     ),
     ("base-gpu-id-negative", _with(_P, base_gpu_id=-1), [f"{_P}.base_gpu_id=-1", "base_gpu_id must be non-negative"]),
     (
@@ -243,7 +255,11 @@ def corpus() -> dict[str, list[str]]:
     by_key = dict(zip(keys, results, strict=True))
     return {
         name: [
-            p for line in lines[name] if (p := problem(line, by_key[json.dumps([line.tool, line.argv, line.environ])]))
+            p
+            for line in lines[name]
+            for result in [by_key[json.dumps([line.tool, line.argv, line.environ])]]
+            for p in [problem(line, result), *resolution_problems(line, result)]
+            if p
         ]
         for name, _ in cases
     }
@@ -264,7 +280,7 @@ def test_refused_by_sglang_or_smg_with_the_declared_variable(
 ) -> None:
     problems = corpus[case]
     assert problems, "not refused"
-    assert all("fix: change " in p for p in problems), problems
+    assert all("fix: change " in p or "fix: declare " in p for p in problems), problems
     assert any(all(f in p for f in fragments) for p in problems), f"{fragments} not all in one of: {problems}"
 
 

@@ -465,12 +465,17 @@ def env_quote(value: Any) -> str:
 
 
 def unit_value(value: Any) -> str:
-    """A systemd directive value: booleans as yes/no, everything else as text."""
-    if value is True:
-        return "yes"
-    if value is False:
-        return "no"
-    return str(value)
+    """A systemd directive value (plugins/module_utils/sglang_layout.py: booleans as yes/no)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_layout as _layout
+
+    return _layout.unit_value(value)
+
+
+def preflight_imports(command: list[str], backend: str | None) -> dict[str, str]:
+    """Module -> why the engine imports it (plugins/module_utils/sglang_preflight.py)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight as _preflight
+
+    return _preflight.engine_imports(command, backend)
 
 
 def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12) -> str:
@@ -639,6 +644,7 @@ class FilterModule:
             "sglang_argument_errors": argument_errors,
             "sglang_env_quote": env_quote,
             "sglang_unit_value": unit_value,
+            "sglang_preflight_imports": preflight_imports,
             "sglang_source_digest": source_digest,
             "sglang_releases_to_prune": releases_to_prune,
             "sglang_fact_json": to_fact_json,

@@ -251,6 +251,45 @@ def problem(line: Line, result: Mapping[str, Any]) -> str | None:
     )
 
 
+# Not compared with what SGLang resolved: the model path is the controller's copy of the model config here.
+UNCOMPARED = frozenset({"model_path"})
+
+
+def _same(declared: Any, resolved: Any) -> bool:
+    if isinstance(declared, bool) or isinstance(resolved, bool):
+        return bool(declared) == bool(resolved)
+    try:
+        return float(declared) == float(resolved)
+    except (TypeError, ValueError):
+        pass
+    if isinstance(resolved, list) and len(resolved) == 1:
+        resolved = resolved[0]
+    return str(declared) == str(resolved)
+
+
+def resolution_problems(line: Line, result: Mapping[str, Any]) -> list[str]:
+    """A declared engine value that SGLang's own resolution changes: an error, since every layer of the answer would
+    report the declared value while the engine runs another (a backend overridden, a page size forced, a cap
+    lowered). The fix is to declare what SGLang runs."""
+    if line.tool != "sglang" or not result.get("ok"):
+        return []
+    resolved = result.get("resolved") or {}
+    out = []
+    for flag, (var, declared) in line.sources.items():
+        dest = flag[2:].replace("-", "_") if flag.startswith("--") else ""
+        # "auto" asks SGLang to choose: what it chose is reported as such, not as a contradiction.
+        if dest not in resolved or dest in UNCOMPARED or declared in (None, SECRET_SET, "auto"):
+            continue
+        if _same(declared, resolved[dest]):
+            continue
+        out.append(
+            f"{line.host}: {var}={declared!r} is not what the {line.role} engine would run: {SGLANG}'s own resolution "
+            f"of the rendered command line makes {dest} {resolved[dest]!r}, and every report would show the declared "
+            f"value; fix: declare {var}: {resolved[dest]!r} (the value SGLang runs) or a value it keeps"
+        )
+    return out
+
+
 def _imports_smg(python: str) -> bool:
     try:
         return (
@@ -317,4 +356,5 @@ def deep_check(
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         return {"problems": [*problems, f"the deep check could not run: {exc}"], "warnings": warnings, "stats": {}}
     problems += [p for line, result in zip(lines, results, strict=True) if (p := problem(line, result))]
+    problems += [p for line, result in zip(lines, results, strict=True) for p in resolution_problems(line, result)]
     return {"problems": problems, "warnings": warnings, "stats": stats}

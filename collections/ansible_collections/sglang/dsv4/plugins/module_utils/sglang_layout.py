@@ -20,6 +20,15 @@ HEALTH_PATHS = {"prefill": "/health", "decode": "/health", "router": "/readiness
 FILES = ("script", "env_file", "unit")
 
 
+def unit_value(value: Any) -> str:
+    """A systemd directive value: booleans as yes/no, everything else as text."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return str(value)
+
+
 def file_names(role: str, places: Mapping[str, Any]) -> dict[str, str]:
     """Path of each rendered file of a server (script, env_file, unit)."""
     return {

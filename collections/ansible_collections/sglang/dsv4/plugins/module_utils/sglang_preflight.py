@@ -1,0 +1,228 @@
+"""Preflight of the servers of one host, before any of them restarts: what each server's process will meet when it
+starts, checked as that process will run. A transient unit (systemd-run) gets the rendered unit's User, Group,
+sandbox and limits, and the environment file the deploy is about to write; in it, PROBE binds every listener the
+server will own, reads the paths it reads, finds the modules it imports in its release's Python, and counts the GPUs
+it can open. A listener already taken is then looked up as root: held by the same server's unit, it is fine (that
+server restarts in place); held by anything else, the server could not bind it.
+
+The problems name the declared variable; `judge` turns the probe's answer into them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .sglang_layout import unit_value
+
+# Directives of the unit's [Service] section that say when and how systemd runs the process, not what it may do:
+# the transient unit gets everything else.
+LIFECYCLE = frozenset(
+    {
+        "Type",
+        "Restart",
+        "RestartSec",
+        "TimeoutStartSec",
+        "TimeoutStopSec",
+        "ExecStart",
+        "ExecStartPre",
+        "ExecStartPost",
+        "ExecStop",
+        "ExecReload",
+        "SyslogIdentifier",
+        "EnvironmentFile",
+        "RemainAfterExit",
+        "WatchdogSec",
+        "KillMode",
+        "KillSignal",
+    }
+)
+
+# The declared key of each listener, by server role, in the order sglang_layout.listeners gives them.
+LISTENER_KEYS = {
+    "prefill": ("port", "disaggregation_bootstrap_port"),
+    "decode": ("port",),
+    "router": ("port", "prometheus_port"),
+}
+
+# The top-level module a PD transfer backend imports when the engine starts, and the package that provides it:
+# SGLang 0.5.23 imports `mooncake.engine` (srt/distributed/device_communicators/mooncake_transfer_engine.py) and
+# `nixl._api` (srt/disaggregation/nixl/conn.py); neither package is a dependency of the sglang wheel.
+TRANSFER_MODULES = {"mooncake": ("mooncake", "mooncake-transfer-engine"), "nixl": ("nixl", "nixl")}
+
+
+def engine_imports(command: list[str], backend: str | None) -> dict[str, str]:
+    """Module -> why the engine imports it: the program its command runs (`python -m X`, or the sglang entry point)
+    and its transfer backend's module."""
+    argv = [str(a) for a in command]
+    program = argv[argv.index("-m") + 1].split(".")[0] if "-m" in argv[:-1] else "sglang"
+    out = {program: f"the engine's command runs {program}"}
+    if backend in TRANSFER_MODULES:
+        module, package = TRANSFER_MODULES[backend]
+        out[module] = f"disaggregation_transfer_backend {backend} imports it (package {package})"
+    return out
+
+
+# Run by the host's python3 under the transient unit: stdlib only, one JSON argument, one JSON answer.
+PROBE = r"""
+import errno, json, os, socket, subprocess, sys
+spec = json.loads(sys.argv[1])
+out = {"user": os.geteuid(), "listeners": [], "paths": [], "imports": {}, "gpus": None}
+def err(e):
+    return errno.errorcode.get(e.errno, str(e.errno)) + ": " + e.strerror
+for host, port in spec["listeners"]:
+    row = {"host": host, "port": port}
+    try:
+        if host == "*":
+            family, addr = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
+        else:
+            family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+            addr = sockaddr[0]
+        row["family"] = "ipv6" if family == socket.AF_INET6 else "ipv4"
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            family, addr, row["family"] = socket.AF_INET, "0.0.0.0", "ipv4"
+            s = socket.socket(family, socket.SOCK_STREAM)
+        with s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and host == "*":
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.bind((addr, port))
+            s.listen(1)
+        row["result"] = "bound"
+    except socket.gaierror as e:
+        row["result"], row["error"] = "unresolved", str(e)
+    except OSError as e:
+        row["result"], row["error"] = errno.errorcode.get(e.errno, "error"), err(e)
+    out["listeners"].append(row)
+for path in spec["paths"]:
+    row = {"path": path}
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+        row["result"] = "read"
+    except OSError as e:
+        row["result"], row["error"] = errno.errorcode.get(e.errno, "error"), err(e)
+    out["paths"].append(row)
+python = spec.get("python")
+if python and spec["imports"]:
+    if not os.access(python, os.X_OK):
+        out["imports"] = {name: "no executable " + python for name in spec["imports"]}
+    else:
+        code = ("import importlib.util, json, sys; "
+                "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in sys.argv[1:]}))")
+        run = subprocess.run([python, "-I", "-c", code, *spec["imports"]], capture_output=True, text=True, timeout=60)
+        try:
+            found = json.loads(run.stdout)
+            out["imports"] = {n: "found" if ok else "not found" for n, ok in found.items()}
+        except ValueError:
+            out["imports"] = {n: "error: " + (run.stderr.strip().splitlines() or ["?"])[-1] for n in spec["imports"]}
+if spec["gpu_ids"]:
+    opened = 0
+    for n in spec["gpu_ids"]:
+        try:
+            os.close(os.open("/dev/nvidia%d" % int(n), os.O_RDWR))
+            opened += 1
+        except OSError:
+            pass
+    out["gpus"] = opened
+print(json.dumps(out))
+"""
+
+
+def systemd_run_argv(name: str, service: Mapping[str, Any], env_file: str, argv: list[str]) -> list[str]:
+    """systemd-run of `argv` in a transient service `name` with the [Service] directives of the rendered unit that
+    bound what its process may do (user, group, sandbox, limits, devices, working directory) and `env_file`."""
+    out = ["systemd-run", "--quiet", "--wait", "--pipe", "--collect", "--service-type=exec", f"--unit={name}"]
+    for key, value in service.items():
+        if key in LIFECYCLE or value is None:
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            out.append(f"--property={key}={unit_value(one)}")
+    out.append(f"--property=EnvironmentFile={env_file}")
+    return [*out, "--", *argv]
+
+
+def probe_argv(python: str, spec: Mapping[str, Any]) -> list[str]:
+    return [python, "-I", "-c", PROBE, json.dumps(dict(spec))]
+
+
+def judge(
+    server: Mapping[str, Any], answer: Mapping[str, Any], holders: Callable[[int], list[dict[str, Any]]]
+) -> tuple[list[str], list[str]]:
+    """(problems, notes) of one server from the probe's answer. A problem names the host's server, the declared
+    variable and the value, and says what to change. A listener held by the same server's unit is fine: its row
+    gets `held_by`."""
+    role, unit, user = server["role"], server["unit"], server["user"]
+    var = f"sglang_{role}"
+    problems: list[str] = []
+    notes: list[str] = []
+    keys = LISTENER_KEYS.get(role, ())
+    for n, row in enumerate(answer["listeners"]):
+        key = f"{var}.{keys[n]}" if n < len(keys) else f"{var} (listener {n + 1})"
+        where = f"{row['host']}:{row['port']}"
+        if row["result"] == "bound":
+            continue
+        if row["result"] == "EADDRINUSE":
+            held = holders(int(row["port"]))
+            others = [h for h in held if h["unit"] != unit]
+            if held and not others:  # the same server, which restarts in place
+                row["held_by"] = f"{unit} (pid {held[0]['pid']})"
+                continue
+            who = (
+                ", ".join(f"pid {h['pid']} ({h['comm']}, unit {h['unit'] or 'none'})" for h in others)
+                or "another process"
+            )
+            problems.append(
+                f"{unit}: port {row['port']} ({key} = {row['port']}) is already in use on this host by {who}; "
+                f"{unit} could not bind it. Declare a free port in {key} or stop what holds it."
+            )
+        elif row["result"] == "EACCES":
+            problems.append(
+                f"{unit}: the unit's user {user} may not bind {where} ({key} = {row['port']}): ports below 1024 need "
+                f"root or CAP_NET_BIND_SERVICE. Declare a port of 1024 or above in {key}."
+            )
+        elif row["result"] in ("EADDRNOTAVAIL", "unresolved"):
+            problems.append(
+                f"{unit}: the listen address {row['host']} ({var}.host) is not an address of this host "
+                f"({row.get('error', row['result'])}). Declare an address the host has, or 0.0.0.0 / ::."
+            )
+        else:
+            problems.append(f"{unit}: binding {where} ({key}) failed: {row.get('error', row['result'])}")
+    denied = (
+        f"is not readable by the unit's user {user} (the file modes, or the unit's sandbox: ProtectHome= makes /home, "
+        f"/root and /run/user inaccessible)"
+    )
+    for row, declared in zip(answer["paths"], server.get("path_vars", []), strict=False):
+        if row["result"] == "read":
+            continue
+        reason = {
+            "ENOENT": "does not exist as the unit sees it (ProtectHome= hides /home, /root and /run/user; "
+            "PrivateTmp= gives it its own /tmp)",
+            "EACCES": denied,
+            "EPERM": denied,
+        }.get(row["result"], row.get("error", row["result"]))
+        problems.append(
+            f"{unit}: {row['path']} ({declared}) {reason}. Put it where the unit can read it, with read access for "
+            f"{user}, and declare that path in {declared}."
+        )
+    for name, result in answer.get("imports", {}).items():
+        if result != "found":
+            problems.append(
+                f"{unit}: module {name} is {result} in the release's Python {server.get('python')}, and "
+                f"{server.get('import_reasons', {}).get(name, 'the server imports it')}. Install it into the release "
+                f"(sglang_engine_requirements) or declare another {var}.disaggregation_transfer_backend."
+            )
+    wanted = len(server.get("gpu_ids") or [])
+    if wanted and (answer.get("gpus") or 0) < wanted:
+        problems.append(
+            f"{unit}: the unit can open {answer.get('gpus') or 0} of the {wanted} GPU(s) in {var}.gpu_ids "
+            f"{list(server['gpu_ids'])} (/dev/nvidia<id> under its DeviceAllow=). Declare GPUs this host has in "
+            f"{var}.gpu_ids, or let the unit open them (sglang_engine_gpu_access, sglang_engine_device_allow)."
+        )
+    return problems, notes

@@ -1,0 +1,214 @@
+#!/usr/bin/python
+"""Ansible module: check a server on its host as its unit will run it, before anything restarts."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_preflight
+short_description: Check the servers of a host under their units' own user, sandbox and environment, before a restart
+description:
+  - For each server, runs a short probe in a transient systemd unit (C(systemd-run)) with the [Service] directives of
+    the server's rendered unit that bound its process (C(User), C(Group), the sandbox, limits, C(DeviceAllow),
+    C(WorkingDirectory)) and the environment file the deploy is about to write.
+  - "The probe binds every listener the server will own; a listener already taken is looked up as root: held by the
+    same server's unit, it is fine (that server restarts in place), held by anything else, it is refused."
+  - It reads the paths the server reads, finds the modules it imports in its release's Python (when the release is
+    installed) and opens the GPUs it is declared to use.
+  - Every problem names the server, the declared variable and its value, and what to change. The module fails with
+    all of them, so the play stops before any server stops.
+  - Where the service account does not exist yet (a first deploy under C(--check)), the probe runs as root in the same
+    sandbox and says so in RV(notes).
+version_added: "1.5.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - sglang.dsv4.sglang
+attributes:
+  check_mode:
+    details: Runs the same probe; a transient unit changes nothing on the host.
+options:
+  servers:
+    description: The servers of the host.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      role:
+        description: The server's role.
+        type: str
+        choices: [prefill, decode, router]
+        required: true
+      unit:
+        description: The server's systemd unit, without C(.service).
+        type: str
+        required: true
+      service:
+        description: The [Service] section of the rendered unit (directive to value or list of values).
+        type: dict
+        required: true
+      environment:
+        description: The content of the environment file the deploy will write (may hold the API key).
+        type: str
+        required: true
+      listeners:
+        description: "C([address, port]) of every socket the server will listen on; C(*) for a wildcard address."
+        type: list
+        elements: list
+        required: true
+      paths:
+        description: Paths the server reads; each must be readable as its unit runs.
+        type: list
+        elements: str
+        default: []
+      path_vars:
+        description: The declared variable of each of O(servers[].paths), for the messages.
+        type: list
+        elements: str
+        default: []
+      python:
+        description: The release's Python; the imports are looked up there. Not checked where it does not exist yet.
+        type: str
+      imports:
+        description: Top-level module the server imports at start (the transfer backend's among them) to why.
+        type: dict
+        default: {}
+      gpu_ids:
+        description: The GPUs the server is declared to use; each C(/dev/nvidia<id>) must open under the unit.
+        type: list
+        elements: int
+        default: []
+  timeout:
+    description: Seconds each transient unit may take.
+    type: int
+    default: 60
+"""
+
+EXAMPLES = r"""
+- name: Check the decode engine as its unit will run it
+  sglang.dsv4.sglang_preflight:
+    servers:
+      - role: decode
+        unit: sglang-dsv4-decode
+        service: {User: sglang, Group: sglang, ProtectHome: true, WorkingDirectory: /var/lib/sglang}
+        environment: "SGLANG_DSV4_BF16_INDEX_K=1\n"
+        listeners: [["127.0.0.1", 30001]]
+"""
+
+RETURN = r"""
+servers:
+  description: Per server, what the probe found for each listener (C(bound), C(EADDRINUSE) with C(held_by) where the
+    same unit holds it, C(EACCES), ...) and how long its transient unit took.
+  returned: always
+  type: list
+  elements: dict
+notes:
+  description: What the probe could not prove (a first deploy's missing account or release).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge, probe_argv, systemd_run_argv
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sockets import holders
+
+# Exit statuses of a process systemd could not set up (systemd.exec(5)): the unit itself would fail the same way.
+EXEC_STATUS = {200: "CHDIR", 203: "EXEC", 204: "MEMORY", 216: "GROUP", 217: "USER", 226: "NAMESPACE", 228: "SECCOMP"}
+
+
+SERVER_OPTIONS = {
+    "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
+    "unit": {"type": "str", "required": True},
+    "service": {"type": "dict", "required": True},
+    "environment": {"type": "str", "required": True, "no_log": True},
+    "listeners": {"type": "list", "elements": "list", "required": True},
+    "paths": {"type": "list", "elements": "str", "default": []},
+    "path_vars": {"type": "list", "elements": "str", "default": []},
+    "python": {"type": "str"},
+    "imports": {"type": "dict", "default": {}},
+    "gpu_ids": {"type": "list", "elements": "int", "default": []},
+}
+
+
+def check(p: dict[str, Any], timeout: int) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(problems, notes, result) of one server."""
+    notes: list[str] = []
+    service = dict(p["service"])
+    user = str(service.get("User") or "root")
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        notes.append(
+            f"{p['unit']}: the account {user} does not exist yet (first deploy): checked as root in the same sandbox"
+        )
+        for key in ("User", "Group", "WorkingDirectory"):
+            service.pop(key, None)
+        user = "root"
+    if service.get("WorkingDirectory") and not os.path.isdir(str(service["WorkingDirectory"])):
+        notes.append(f"{p['unit']}: WorkingDirectory {service['WorkingDirectory']} does not exist yet: not entered")
+        service.pop("WorkingDirectory")
+    python = p["python"] if p["python"] and os.path.exists(p["python"]) else None
+    if p["imports"] and python is None:
+        notes.append(f"{p['unit']}: no release Python at {p['python']} yet: its imports are not checked")
+    spec = {"listeners": [[str(a), int(port)] for a, port in p["listeners"]], "paths": p["paths"], "python": python,
+            "imports": list(p["imports"]) if python else [], "gpu_ids": p["gpu_ids"]}  # fmt: skip
+    fd, env_file = tempfile.mkstemp(prefix="sglang-preflight-", suffix=".env", dir="/run")
+    start = time.monotonic()
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(p["environment"])
+        argv = systemd_run_argv(f"sglang-preflight-{p['role']}-{os.getpid()}", service, env_file,
+                                probe_argv(sys.executable, spec))  # fmt: skip
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 10, check=False)
+    finally:
+        os.unlink(env_file)
+    seconds = round(time.monotonic() - start, 2)
+    try:
+        answer = json.loads(run.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        status = EXEC_STATUS.get(run.returncode, "")
+        problem = (
+            f"{p['unit']}: a transient unit with its User={user}, sandbox and environment did not run "
+            f"(systemd-run exit {run.returncode}{' ' + status if status else ''}: {run.stderr.strip()[-500:]}); "
+            f"the server's own unit would fail to start the same way. Check the account, WorkingDirectory and the "
+            f"unit overrides declared for it."
+        )
+        return [problem], notes, {"unit": p["unit"], "seconds": seconds}
+    server = {"role": p["role"], "unit": p["unit"], "user": user, "path_vars": p["path_vars"], "python": python,
+              "import_reasons": p["imports"], "gpu_ids": p["gpu_ids"]}  # fmt: skip
+    problems, found = judge(server, answer, holders)
+    return problems, notes + found, {"unit": p["unit"], "listeners": answer["listeners"], "seconds": seconds}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "servers": {"type": "list", "elements": "dict", "required": True, "options": SERVER_OPTIONS},
+            "timeout": {"type": "int", "default": 60},
+        },
+        supports_check_mode=True,
+    )
+    problems: list[str] = []
+    notes: list[str] = []
+    servers = []
+    for p in module.params["servers"]:
+        found, noted, result = check(p, module.params["timeout"])
+        problems += found
+        notes += noted
+        servers.append(result)
+    if problems:
+        module.fail_json(msg=" ".join(problems), problems=problems, notes=notes, servers=servers)
+    module.exit_json(changed=False, notes=notes, servers=servers)
+
+
+if __name__ == "__main__":
+    main()

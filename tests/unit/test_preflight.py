@@ -1,0 +1,150 @@
+"""The host-side preflight (module_utils/sglang_preflight.py): its probe run for real by this Python on loopback,
+the systemd-run command line it builds from a rendered unit, and the problems it names from the probe's answer."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
+    engine_imports,
+    judge,
+    probe_argv,
+    systemd_run_argv,
+)
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        yield int(s.getsockname()[1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def probe(**spec: Any) -> dict[str, Any]:
+    full = {"listeners": [], "paths": [], "python": None, "imports": [], "gpu_ids": [], **spec}
+    run = subprocess.run(probe_argv(sys.executable, full), capture_output=True, text=True, timeout=60, check=True)
+    return dict(json.loads(run.stdout))
+
+
+def test_probe_binds_a_free_port_and_finds_a_taken_one(held_port: int) -> None:
+    free = free_port()
+    answer = probe(listeners=[["127.0.0.1", free], ["127.0.0.1", held_port], ["*", held_port]])
+    assert [row["result"] for row in answer["listeners"]] == ["bound", "EADDRINUSE", "EADDRINUSE"]
+
+
+def test_probe_refuses_an_address_the_host_lacks() -> None:
+    answer = probe(listeners=[["192.0.2.1", free_port()], ["no-such-host.invalid", free_port()]])
+    assert [row["result"] for row in answer["listeners"]] == ["EADDRNOTAVAIL", "unresolved"]
+
+
+def test_probe_reads_paths_and_finds_modules(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    answer = probe(
+        paths=[str(tmp_path), str(tmp_path / "config.json"), str(tmp_path / "missing.json")],
+        python=sys.executable,
+        imports=["json", "no_such_module_of_the_preflight"],
+    )
+    assert [row["result"] for row in answer["paths"]] == ["read", "read", "ENOENT"]
+    assert answer["imports"] == {"json": "found", "no_such_module_of_the_preflight": "not found"}
+
+
+def test_systemd_run_keeps_what_bounds_the_process_and_drops_how_it_is_run() -> None:
+    service = {
+        "Type": "simple",
+        "User": "sglang",
+        "Group": "sglang",
+        "ExecStart": "/opt/sglang/bin/serve_dsv4_decode.sh",
+        "EnvironmentFile": "/etc/sglang/dsv4-decode.env",
+        "Restart": "on-failure",
+        "ProtectHome": True,
+        "NoNewPrivileges": False,
+        "DeviceAllow": ["char-nvidia-frontend rw", "char-nvidia-uvm rw"],
+        "LimitNOFILE": 16384,
+        "TimeoutStartSec": 1800,
+        "SyslogIdentifier": None,
+    }
+    argv = systemd_run_argv("sglang-preflight-decode-1", service, "/run/x.env", ["/usr/bin/python3", "-c", "pass"])
+    assert argv[: argv.index("--")] == [
+        "systemd-run",
+        "--quiet",
+        "--wait",
+        "--pipe",
+        "--collect",
+        "--service-type=exec",
+        "--unit=sglang-preflight-decode-1",
+        "--property=User=sglang",
+        "--property=Group=sglang",
+        "--property=ProtectHome=yes",
+        "--property=NoNewPrivileges=no",
+        "--property=DeviceAllow=char-nvidia-frontend rw",
+        "--property=DeviceAllow=char-nvidia-uvm rw",
+        "--property=LimitNOFILE=16384",
+        "--property=EnvironmentFile=/run/x.env",
+    ]
+    assert argv[argv.index("--") + 1 :] == ["/usr/bin/python3", "-c", "pass"]
+
+
+PREFILL = {"role": "prefill", "unit": "sglang-dsv4-prefill", "user": "sglang", "path_vars": [], "gpu_ids": []}
+
+
+def rows(*results: tuple[str, int, str]) -> dict[str, Any]:
+    return {"listeners": [{"host": h, "port": p, "result": r, "error": r} for h, p, r in results], "paths": []}
+
+
+def test_a_port_held_by_the_same_unit_is_fine_and_by_another_is_refused_naming_its_variable() -> None:
+    answer = rows(("127.0.0.1", 30000, "EADDRINUSE"), ("127.0.0.1", 8998, "EADDRINUSE"))
+    held = {
+        30000: [{"pid": 11, "comm": "python", "unit": "sglang-dsv4-prefill"}],
+        8998: [{"pid": 12, "comm": "socat", "unit": "other"}],
+    }
+    problems, notes = judge(PREFILL, answer, lambda port: held[port])
+    assert notes == [] and answer["listeners"][0]["held_by"] == "sglang-dsv4-prefill (pid 11)"
+    assert problems == [
+        "sglang-dsv4-prefill: port 8998 (sglang_prefill.disaggregation_bootstrap_port = 8998) is already in use on "
+        "this host by pid 12 (socat, unit other); sglang-dsv4-prefill could not bind it. Declare a free port in "
+        "sglang_prefill.disaggregation_bootstrap_port or stop what holds it."
+    ]
+
+
+def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing_gpus() -> None:
+    answer = {
+        **rows(("0.0.0.0", 80, "EACCES"), ("10.9.9.9", 8998, "EADDRNOTAVAIL")),
+        "paths": [{"path": "/root/models/X", "result": "ENOENT"}],
+        "imports": {"mooncake": "not found"},
+        "gpus": 2,
+    }
+    server = {**PREFILL, "path_vars": ["sglang_model.path"], "python": "/opt/sglang/current/venv/bin/python",
+              "import_reasons": {"mooncake": "disaggregation_transfer_backend mooncake imports it"},
+              "gpu_ids": [0, 1, 2, 3]}  # fmt: skip
+    problems, _ = judge(server, answer, lambda port: [])
+    assert [p.split(": ", 1)[1].split(" (")[0] for p in problems] == [
+        "the unit's user sglang may not bind 0.0.0.0:80",
+        "the listen address 10.9.9.9",
+        "/root/models/X",
+        "module mooncake is not found in the release's Python /opt/sglang/current/venv/bin/python, and "
+        "disaggregation_transfer_backend mooncake imports it. Install it into the release",
+        "the unit can open 2 of the 4 GPU(s) in sglang_prefill.gpu_ids [0, 1, 2, 3]",
+    ]
+    assert "sglang_prefill.port" in problems[0] and "sglang_prefill.host" in problems[1]
+    assert "sglang_model.path" in problems[2] and "ProtectHome" in problems[2]
+    assert "sglang_prefill.gpu_ids [0, 1, 2, 3]" in problems[4]
+
+
+def test_engine_imports_follow_the_command_and_the_backend() -> None:
+    assert list(engine_imports(["/opt/sglang/current/venv/bin/sglang", "serve"], "mooncake")) == ["sglang", "mooncake"]
+    assert list(engine_imports(["/v/bin/python", "-m", "sglang_sim"], "nixl")) == ["sglang_sim", "nixl"]
+    assert list(engine_imports(["/v/bin/python", "-m", "sglang.launch_server"], None)) == ["sglang"]
