@@ -61,8 +61,8 @@ def wait_health(sim: Sim, status: int, timeout: float = 20.0) -> None:
 def over_the_cap(sim: Sim, payload: Mapping[str, object], path: str = "/generate") -> list[httpx.Response]:
     """Four requests against --max-running-requests 1 --max-queued-requests 1: the first runs, the second queues
     (each sent once the engine shows the one before running or queued: bounded waits, not a head start in time),
-    then two more arrive while both are still there. Each admitted request generates for 2 s (40 tokens at 20
-    tokens/s), far longer than the two waits take."""
+    then two more arrive while both are still there. Each admitted request generates for 6 s (120 tokens at 20
+    tokens/s): the two bounded waits before the later requests took over 2 s once on a loaded 2-core machine."""
 
     def send() -> httpx.Response:
         return httpx.post(sim.url + path, json=payload, timeout=30)
@@ -122,13 +122,13 @@ def test_sigterm_drains_in_flight_requests(fresh_launcher: Launcher) -> None:
 
 def test_queue_cap_in_null_mode(fresh_launcher: Launcher) -> None:
     sim = fresh_launcher.sim(["--max-running-requests", "1", "--max-queued-requests", "1"], env=SLOW)
-    payload = {"text": "q", "sampling_params": {"max_new_tokens": 40}}
+    payload = {"text": "q", "sampling_params": {"max_new_tokens": 120}}
     responses = over_the_cap(sim, payload)
     codes = sorted(r.status_code for r in responses)
     assert codes == [200, 200, 503, 503], codes
     assert [r.json() for r in responses if r.status_code == 503] == [QUEUE_FULL_BODY] * 2
     chat = over_the_cap(
-        sim, {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 40}, "/v1/chat/completions"
+        sim, {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 120}, "/v1/chat/completions"
     )
     assert sorted(r.status_code for r in chat) == [200, 200, 503, 503]
     assert [r.json() for r in chat if r.status_code == 503] == [QUEUE_FULL_BODY] * 2
@@ -137,14 +137,14 @@ def test_queue_cap_in_null_mode(fresh_launcher: Launcher) -> None:
 def test_queue_cap_inside_streams(fresh_launcher: Launcher) -> None:
     """Streaming requests get the abort inside a 200 event stream, as in SGLang."""
     sim = fresh_launcher.sim(["--max-running-requests", "1", "--max-queued-requests", "1"], env=SLOW)
-    streams = over_the_cap(sim, {"text": "q", "sampling_params": {"max_new_tokens": 40}, "stream": True})
+    streams = over_the_cap(sim, {"text": "q", "sampling_params": {"max_new_tokens": 120}, "stream": True})
     assert [r.status_code for r in streams] == [200] * 4
     finals = [json.loads(sse(r.text)[-2])["meta_info"]["finish_reason"] for r in streams]
     aborts = [f for f in finals if f["type"] == "abort"]
     assert (
         aborts == [{"type": "abort", "message": "The request queue is full.", "status_code": 503, "err_type": None}] * 2
     )
-    chat = {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 40, "stream": True}
+    chat = {"model": "x", "messages": [{"role": "user", "content": "q"}], "max_tokens": 120, "stream": True}
     streams = over_the_cap(sim, chat, "/v1/chat/completions")
     assert [r.status_code for r in streams] == [200] * 4
     errors = [json.loads(sse(r.text)[0]) for r in streams if "error" in sse(r.text)[0]]
