@@ -111,8 +111,8 @@ def test_a_port_held_by_the_same_unit_is_fine_and_by_another_is_refused_naming_i
         30000: [{"pid": 11, "comm": "python", "unit": "sglang-dsv4-prefill"}],
         8998: [{"pid": 12, "comm": "socat", "unit": "other"}],
     }
-    problems, notes = judge(PREFILL, answer, lambda port: held[port])
-    assert notes == [] and answer["listeners"][0]["held_by"] == "sglang-dsv4-prefill (pid 11)"
+    problems = judge(PREFILL, answer, lambda port: held[port])
+    assert answer["listeners"][0]["held_by"] == "sglang-dsv4-prefill (pid 11)"
     assert problems == [
         "sglang-dsv4-prefill: port 8998 (sglang_prefill.disaggregation_bootstrap_port = 8998) is already in use on "
         "this host by pid 12 (socat, unit other); sglang-dsv4-prefill could not bind it. Declare a free port in "
@@ -130,7 +130,7 @@ def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing
     server = {**PREFILL, "path_vars": ["sglang_model.path"], "python": "/opt/sglang/current/venv/bin/python",
               "import_reasons": {"mooncake": "disaggregation_transfer_backend mooncake imports it"},
               "gpu_ids": [0, 1, 2, 3]}  # fmt: skip
-    problems, _ = judge(server, answer, lambda port: [])
+    problems = judge(server, answer, lambda port: [])
     assert [p.split(": ", 1)[1].split(" (")[0] for p in problems] == [
         "the unit's user sglang may not bind 0.0.0.0:80",
         "the listen address 10.9.9.9",

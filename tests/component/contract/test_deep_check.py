@@ -22,8 +22,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
     _installed,
     deep_check,
     fleet_lines,
-    problem,
-    resolution_problems,
+    line_problems,
     run_checkers,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file, parse_script
@@ -257,9 +256,7 @@ def corpus() -> dict[str, list[str]]:
         name: [
             p
             for line in lines[name]
-            for result in [by_key[json.dumps([line.tool, line.argv, line.environ])]]
-            for p in [problem(line, result), *resolution_problems(line, result)]
-            if p
+            for p in line_problems(line, by_key[json.dumps([line.tool, line.argv, line.environ])])
         ]
         for name, _ in cases
     }

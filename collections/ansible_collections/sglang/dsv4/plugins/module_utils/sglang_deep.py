@@ -290,6 +290,12 @@ def resolution_problems(line: Line, result: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def line_problems(line: Line, result: Mapping[str, Any]) -> list[str]:
+    """Every problem of one line: its refusal at startup, or the declared values SGLang's resolution replaces."""
+    refused = problem(line, result)
+    return [refused] if refused else resolution_problems(line, result)
+
+
 def _imports_smg(python: str) -> bool:
     try:
         return (
@@ -355,6 +361,5 @@ def deep_check(
         )
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         return {"problems": [*problems, f"the deep check could not run: {exc}"], "warnings": warnings, "stats": {}}
-    problems += [p for line, result in zip(lines, results, strict=True) if (p := problem(line, result))]
-    problems += [p for line, result in zip(lines, results, strict=True) for p in resolution_problems(line, result)]
+    problems += [p for line, result in zip(lines, results, strict=True) for p in line_problems(line, result)]
     return {"problems": problems, "warnings": warnings, "stats": stats}

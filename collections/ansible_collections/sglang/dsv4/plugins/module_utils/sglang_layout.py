@@ -42,6 +42,14 @@ def _default(role: str, key: str) -> Any:
     return table_for(role)[key].default
 
 
+# The declared (address key, port key) of every socket a server listens on, in the order `listeners` gives them.
+LISTENER_KEYS = {
+    "prefill": (("host", "port"), ("host", "disaggregation_bootstrap_port")),
+    "decode": (("host", "port"),),
+    "router": (("host", "port"), ("prometheus_host", "prometheus_port")),
+}
+
+
 def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(address, port) of every socket the server listens on; "*" for a wildcard address. Unset keys take the
     parser's default (SGLang binds 127.0.0.1, smg 0.0.0.0 and its metrics on their own port)."""
@@ -53,12 +61,7 @@ def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
     def address(key: str) -> str:
         return "*" if str(value(key) or "") in WILDCARDS else str(value(key))
 
-    out = [(address("host"), int(value("port")))]
-    if role == "prefill":
-        out.append((address("host"), int(value("disaggregation_bootstrap_port"))))
-    if role == "router":
-        out.append((address("prometheus_host"), int(value("prometheus_port"))))
-    return out
+    return [(address(host), int(value(port))) for host, port in LISTENER_KEYS[role]]
 
 
 def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .sglang_layout import unit_value
+from .sglang_layout import LISTENER_KEYS, unit_value
 
 # Directives of the unit's [Service] section that say when and how systemd runs the process, not what it may do:
 # the transient unit gets everything else.
@@ -38,13 +38,6 @@ LIFECYCLE = frozenset(
         "KillSignal",
     }
 )
-
-# The declared key of each listener, by server role, in the order sglang_layout.listeners gives them.
-LISTENER_KEYS = {
-    "prefill": ("port", "disaggregation_bootstrap_port"),
-    "decode": ("port",),
-    "router": ("port", "prometheus_port"),
-}
 
 # The top-level module a PD transfer backend imports when the engine starts, and the package that provides it:
 # SGLang 0.5.23 imports `mooncake.engine` (srt/distributed/device_communicators/mooncake_transfer_engine.py) and
@@ -154,17 +147,16 @@ def probe_argv(python: str, spec: Mapping[str, Any]) -> list[str]:
 
 def judge(
     server: Mapping[str, Any], answer: Mapping[str, Any], holders: Callable[[int], list[dict[str, Any]]]
-) -> tuple[list[str], list[str]]:
-    """(problems, notes) of one server from the probe's answer. A problem names the host's server, the declared
+) -> list[str]:
+    """The problems of one server from the probe's answer. A problem names the host's server, the declared
     variable and the value, and says what to change. A listener held by the same server's unit is fine: its row
     gets `held_by`."""
     role, unit, user = server["role"], server["unit"], server["user"]
     var = f"sglang_{role}"
     problems: list[str] = []
-    notes: list[str] = []
-    keys = LISTENER_KEYS.get(role, ())
+    keys = LISTENER_KEYS[role]
     for n, row in enumerate(answer["listeners"]):
-        key = f"{var}.{keys[n]}" if n < len(keys) else f"{var} (listener {n + 1})"
+        host_key, key = (f"{var}.{k}" for k in keys[n])
         where = f"{row['host']}:{row['port']}"
         if row["result"] == "bound":
             continue
@@ -189,7 +181,7 @@ def judge(
             )
         elif row["result"] in ("EADDRNOTAVAIL", "unresolved"):
             problems.append(
-                f"{unit}: the listen address {row['host']} ({var}.host) is not an address of this host "
+                f"{unit}: the listen address {row['host']} ({host_key}) is not an address of this host "
                 f"({row.get('error', row['result'])}). Declare an address the host has, or 0.0.0.0 / ::."
             )
         else:
@@ -225,4 +217,4 @@ def judge(
             f"{list(server['gpu_ids'])} (/dev/nvidia<id> under its DeviceAllow=). Declare GPUs this host has in "
             f"{var}.gpu_ids, or let the unit open them (sglang_engine_gpu_access, sglang_engine_device_allow)."
         )
-    return problems, notes
+    return problems

@@ -185,8 +185,11 @@ def check(p: dict[str, Any], timeout: int) -> tuple[list[str], list[str], dict[s
         return [problem], notes, {"unit": p["unit"], "seconds": seconds}
     server = {"role": p["role"], "unit": p["unit"], "user": user, "path_vars": p["path_vars"], "python": python,
               "import_reasons": p["imports"], "gpu_ids": p["gpu_ids"]}  # fmt: skip
-    problems, found = judge(server, answer, holders)
-    return problems, notes + found, {"unit": p["unit"], "listeners": answer["listeners"], "seconds": seconds}
+    return (
+        judge(server, answer, holders),
+        notes,
+        {"unit": p["unit"], "listeners": answer["listeners"], "seconds": seconds},
+    )
 
 
 def main() -> None:
