@@ -110,22 +110,25 @@ sim-steps: venv perf-venv ## Regenerate the simulator's step table (sim/sglang_s
 fixtures: parser-venv ## Regenerate the audit fixtures with SGLang 0.5.23's own code on CPU
 	$(PARSER_VENV)/bin/python tests/unit/audit/fixtures/make_fixtures.py
 
-# Mutation testing (not part of make test): mutmut mutates plugins/module_utils/ in a copy (mutants/) and runs the fast
-# unit suites (tests/unit) against each mutant. Results are kept in mutants/: a run evaluates the mutants not yet
-# evaluated (all of them the first time: about 14,700, hours on two cores), MUTATE=globs reruns the named
-# ones, and mutation-recheck reruns the survivors and untested ones after tests were added. docs/mutation.md has
-# the last figures; bench/mutation_equivalent.yml lists the survivors no test can tell from the original.
+# Mutation testing (not part of make test): mutmut mutates module_utils/, plugin_utils/, the CLI and the drift exporter
+# in a copy (.cache/mutation/mutants, laid out by bench/mutation_tree.py) and runs the unit suites (tests/unit)
+# against each mutant. Results are kept there: a run evaluates the mutants not yet evaluated (every mutant the first
+# time, hours on two cores; after an edit, the mutants of the changed functions), MUTATE=globs reruns the named
+# ones, and mutation-recheck reruns the survivors and untested ones after tests were added. bench/mutation_report.py
+# judges the results against bench/mutation_equivalent.yml (survivors no test can tell apart, matched by their diff)
+# and writes docs/mutation_summary.md; it fails on a stale entry. docs/mutation.md explains the figures.
 MUTATE ?=
 MUTATION_JOBS ?= 2
+MUTATION_DIR := .cache/mutation
 
-mutation: venv ## Mutation testing of plugins/module_utils/ with the unit suites: kill rate and survivors (MUTATE=globs)
-	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTATE) > mutants.log 2>&1 || true
+mutation: venv ## Mutation testing of the Python core with the unit suites: kill rate and survivors (MUTATE=globs)
+	$(BIN)/python bench/mutation_tree.py
+	cd $(MUTATION_DIR) && nice -n 19 $(abspath $(BIN))/mutmut run --max-children $(MUTATION_JOBS) $(MUTATE) > mutmut.log 2>&1 || true
 	$(BIN)/python bench/mutation_report.py
 
 mutation-recheck: venv ## Rerun the survivors and untested mutants of the last mutation run (after adding tests)
 	$(BIN)/python bench/mutation_report.py --forget-unkilled
-	nice -n 19 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) > mutants.log 2>&1 || true
-	$(BIN)/python bench/mutation_report.py
+	$(MAKE) mutation
 
 apt: ## Debian packages the lab and the lint need (installs only what is missing)
 	@missing=""; \

@@ -1,11 +1,19 @@
-"""The kill rate and the survivors of the last `make mutation` run (mutmut's results under mutants/).
+"""The kill rate and the survivors of the last `make mutation` run, written to docs/mutation_summary.md.
 
-Counts per module: killed (a test failed, the mutant timed out, or mypy refuses it: `make lint` runs mypy, so
-such a mutant cannot land), survived (every covering test passed), no tests (no fast unit test runs that
-function). The kill rate is killed / (killed + survived + equivalent + no tests) over the mutants that were run;
-mutants left unchecked are counted apart. Survivors listed in bench/mutation_equivalent.yml, each with the
-reason no test can tell it from the original, are marked equivalent; every other survivor is a gap, printed by
-name.
+Each mutant's result comes from mutmut's files under .cache/mutation/mutants; the tests judge every mutant. Per
+module it counts:
+- killed: a test failed or the mutant timed out;
+- survived: every unit test that reaches the function passed;
+- equivalent: a survivor listed in bench/mutation_equivalent.yml with the reason no test can tell it apart;
+- no tests: no unit test reaches the function;
+- mypy: of the survivors and untested, those mypy refuses (`make lint` runs mypy, so they cannot land).
+
+Two kill rates, both over every evaluated mutant (equivalents included):
+- tests alone: killed / evaluated;
+- with mypy: (killed + mypy) / evaluated.
+
+A listed equivalent is matched by its function and its diff (the lines it removes and adds), not by mutmut's
+number, which shifts when a function changes. An entry that matches no survivor is stale and fails the run.
 
 `--forget-unkilled` clears the results of the survivors and untested mutants, so that the next `mutmut run`
 evaluates them again with the tests as they are now (make mutation-recheck).
@@ -15,32 +23,119 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tomllib
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from mutmut.__main__ import status_by_exit_code
+from mutmut.configuration import config
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.mutation.file_mutation import filter_mutants_with_type_checker
+from mutmut.stats import status_by_exit_code
+from mutmut.utils.format_utils import mangled_name_from_mutant_name
 
 REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / ".cache" / "mutation"
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yml")
-DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
+SUMMARY = REPO / "docs" / "mutation_summary.md"
+SOURCES: list[str] = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]["source_paths"]
+# mypy as `make lint` runs it, without the repository's mypy_path (in mutants/ that leads to the same files by a
+# second path): each source is checked at its import path
+MYPY = [
+    sys.executable, "-m", "mypy", "--config-file=", "--python-version", "3.11", "--explicit-package-bases",
+    "--ignore-missing-imports", "--cache-dir", str(WORK / "mypy_cache"), "-O", "json", *SOURCES,
+]  # fmt: skip
+KIND = {
+    "killed": "killed",
+    "timeout": "killed",
+    "segfault": "killed",
+    "survived": "survived",
+    "no tests": "no tests",
+    "not checked": "not checked",
+}
+COLUMNS = ("killed", "survived", "equivalent", "no tests", "not checked", "mypy")
 UNKILLED = ("survived", "no tests")
+PREFIX = "ansible_collections.sglang.dsv4.plugins."  # shortened in the tables
 
 
-def results(root: Path) -> dict[str, str]:
-    """{mutant name: status} for every mutant mutmut generated."""
-    out = {}
-    for meta in sorted(root.rglob("*.py.meta")):
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    source: Path  # relative to WORK
+    status: str
+
+    @property
+    def function(self) -> str:
+        return mangled_name_from_mutant_name(self.name)
+
+    @property
+    def module(self) -> str:
+        return self.function.rpartition(".")[0].removeprefix(PREFIX)
+
+
+@contextmanager
+def in_work() -> Iterator[None]:
+    cwd = Path.cwd()
+    os.chdir(WORK)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+
+
+def mutants() -> list[Mutant]:
+    """Every mutant mutmut generated, with its source file and status."""
+    out = []
+    for meta in metas():
+        source = meta.relative_to(WORK / "mutants").with_suffix("")
         for name, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
-            out[name] = status_by_exit_code[code]
+            out.append(Mutant(name, source, status_by_exit_code[code]))
     return out
 
 
-def forget_unkilled(root: Path) -> int:
+def metas() -> list[Path]:
+    """mutmut's result file of each mutated source (walked without following links: mutants/ links the repository)."""
+    found = []
+    for source in SOURCES:
+        path = WORK / "mutants" / source
+        if path.is_file():
+            found.append(path.with_name(path.name + ".meta"))
+            continue
+        for root, _, files in os.walk(path):
+            found += [Path(root) / f for f in files if f.endswith(".py.meta")]
+    return sorted(f for f in found if f.exists())
+
+
+def changed_lines(mutant: Mutant) -> str:
+    """The lines the mutant removes and adds (its diff without headers and context)."""
+    with in_work():
+        diff = get_diff_for_mutant(mutant.name, path=mutant.source)
+    return "\n".join(line.rstrip() for line in diff.splitlines()[2:] if line[:1] in "+-")
+
+
+def refused_by_mypy() -> set[str]:
+    """The mutants mypy refuses, found by mutmut's own mapping of mypy's errors to mutated functions."""
+    with in_work():
+        config().type_check_command = MYPY
+        return set(filter_mutants_with_type_checker())
+
+
+def equivalents() -> list[dict[str, str]]:
+    """The listed equivalent survivors: each a function, the diff's changed lines and the reason."""
+    listed = yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else None
+    return [{k: str(v).rstrip("\n") for k, v in entry.items()} for entry in listed or []]
+
+
+def forget_unkilled() -> int:
     """Mark every survivor and untested mutant as not checked (mutmut's meta files); returns how many."""
     cleared = 0
-    for meta in sorted(root.rglob("*.py.meta")):
+    for meta in metas():
         data = json.loads(meta.read_text())
         codes = data.get("exit_code_by_key", {})
         for name, code in codes.items():
@@ -51,61 +146,88 @@ def forget_unkilled(root: Path) -> int:
     return cleared
 
 
-def module_of(name: str) -> str:
-    return name.split(".x_")[0].split(".xǁ")[0]
+def rates(counts: Counter[str]) -> tuple[str, str]:
+    """(tests alone, with mypy) as percentages, '-' where nothing was evaluated."""
+    evaluated = sum(counts[k] for k in ("killed", "survived", "equivalent", "no tests"))
+    if not evaluated:
+        return "-", "-"
+    return f"{counts['killed'] / evaluated:.1%}", f"{(counts['killed'] + counts['mypy']) / evaluated:.1%}"
 
 
-def equivalents() -> dict[str, str]:
-    """{mutant name: reason} of the survivors judged equivalent."""
-    listed = yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else None
-    return {str(k): str(v) for k, v in (listed or {}).items()}
+def table(by_module: dict[str, Counter[str]]) -> list[str]:
+    head = ["module", *COLUMNS, "tests alone", "with mypy"]
+    rows = [head, ["---"] + ["---:"] * (len(head) - 1)]
+    total: Counter[str] = Counter()
+    for module, counts in sorted(by_module.items()):
+        total.update(counts)
+        rows.append([module, *(str(counts[k]) for k in COLUMNS), *rates(counts)])
+    rows.append(["**all**", *(f"**{total[k]}**" for k in COLUMNS), *(f"**{r}**" for r in rates(total))])
+    return ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--forget-unkilled", action="store_true", help="clear the survivors' and untested results")
     args = parser.parse_args()
     if args.forget_unkilled:
-        print(f"{forget_unkilled(REPO / 'mutants')} results of survivors and untested mutants cleared")
+        print(f"{forget_unkilled()} results of survivors and untested mutants cleared")
         return 0
-    ran = results(REPO / "mutants")
-    if not ran:
+    found = mutants()
+    if not found:
         print("no mutant was run: make mutation first")
         return 1
-    same = equivalents()
+    refused = refused_by_mypy()
+    listed = equivalents()
+    used: set[int] = set()
     by_module: dict[str, Counter[str]] = {}
-    for name, status in ran.items():
-        kind = "killed" if status in DETECTED else status
-        if kind == "survived" and name in same:
-            kind = "equivalent"
-        by_module.setdefault(module_of(name), Counter())[kind] += 1
-    total: Counter[str] = Counter()
-    print(
-        f"{'module':34} {'killed':>7} {'survived':>9} {'equiv.':>7} {'no tests':>9} {'unchecked':>10} {'kill rate':>10}"
-    )
-    for module, counts in sorted(by_module.items()):
-        total.update(counts)
-        print(_line(module, counts))
-    print(_line("all", total))
-    gaps = sorted(n for n, s in ran.items() if s in UNKILLED and n not in same)
-    stale = sorted(n for n in same if ran.get(n) != "survived")
-    print(f"\n{len(gaps)} survivors or untested mutants not listed as equivalent (mutmut show NAME for the diff):")
-    for name in gaps:
-        print(f"  {ran[name]:9} {name}")
+    gaps: list[tuple[Mutant, str]] = []
+    for mutant in found:
+        kind = KIND[mutant.status]
+        counts = by_module.setdefault(mutant.module, Counter())
+        if kind in UNKILLED:
+            change = changed_lines(mutant)
+            hits = [i for i, e in enumerate(listed) if e["function"] == mutant.function and e["diff"] == change]
+            if kind == "survived" and hits:
+                kind = "equivalent"
+                used.update(hits)
+            else:
+                gaps.append((mutant, change))
+            counts["mypy"] += mutant.name in refused
+        counts[kind] += 1
+    stale = [e for i, e in enumerate(listed) if i not in used]
+    sources = ["collections/ansible_collections/sglang/dsv4/plugins", "cli"]
+    dirty = git("status", "--porcelain", "--", *sources, "collections/ansible_collections/sglang/dsv4/roles")
+    lines = [
+        "# Mutation summary",
+        "",
+        "Written by `make mutation` (bench/mutation_report.py); docs/mutation.md explains the columns.",
+        "",
+        f"- Commit: `{git('rev-parse', '--short', 'HEAD')}`" + (" (with uncommitted changes)" if dirty else ""),
+        f"- Mutants: {len(found)}; judged by: `tests/unit`; equivalent entries used: {len(used)} of {len(listed)}",
+        "",
+        *table(by_module),
+        "",
+        f"## Survivors and untested mutants not listed as equivalent ({len(gaps)})",
+        "",
+    ]
+    for mutant, diff in gaps:
+        note = ", mypy refuses it" if mutant.name in refused else ""
+        lines += [f"- {mutant.status}{note}: `{mutant.name}`", "", "  ```diff", *(f"  {d}" for d in diff.splitlines())]
+        lines += ["  ```", ""]
     if stale:
-        print(f"\n{len(stale)} entries of {EQUIVALENT.name} that are no longer survivors (remove them):")
-        for name in stale:
-            print(f"  {ran.get(name, 'absent'):9} {name}")
+        lines += [f"## Stale entries of bench/mutation_equivalent.yml ({len(stale)})", ""]
+        lines += [f"- `{e['function']}`: `{e['diff'].splitlines()}`" for e in stale]
+    SUMMARY.write_text("\n".join(lines).rstrip("\n") + "\n")
+    print("\n".join(table(by_module)))
+    print(f"\n{len(gaps)} survivors or untested mutants not listed as equivalent: {SUMMARY.relative_to(REPO)}")
+    if stale:
+        print(f"{len(stale)} stale entries in {EQUIVALENT.name} (they match no survivor): remove them", file=sys.stderr)
+        return 1
     return 0
-
-
-def _line(module: str, counts: Counter[str]) -> str:
-    run = sum(counts[k] for k in ("killed", "equivalent", *UNKILLED))
-    rate = f"{counts['killed'] / run:10.1%}" if run else f"{'-':>10}"
-    return (
-        f"{module:34} {counts['killed']:7} {counts['survived']:9} {counts['equivalent']:7} {counts['no tests']:9} "
-        f"{counts['not checked']:10} {rate}"
-    )
 
 
 if __name__ == "__main__":

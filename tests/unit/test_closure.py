@@ -23,6 +23,8 @@ SNAPSHOT = REPO / "verify/hostside/snapshot.py"
 
 def ship(tmp_path: Path, names: list[str]) -> Path:
     """The modules under their own import name in a bare folder, as the role and verify put them on a host."""
+    if REPO.name == "mutants":
+        pytest.skip("under make mutation the shipped copies are mutmut's: they import mutmut, not in a bare folder")
     package = tmp_path.joinpath(*PACKAGE.split("."))
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")

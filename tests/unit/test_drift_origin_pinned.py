@@ -12,7 +12,15 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import Drift, judge
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import (
+    Drift,
+    LiveContext,
+    change_summary,
+    effective_gap,
+    judge,
+    same,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import IGNORED
 
 KEY = "context_length"
 FULL, HALF, QUARTER = 524_288, 262_144, 131_072
@@ -224,3 +232,111 @@ def test_the_origin_of_a_worker_the_router_does_not_route_as_declared() -> None:
         asdict(Drift("workers", "effective", ["effective"], None, "http://d9:30001", "drift",
                      "decode worker http://d9:30001 unexpected: the inventory does not declare it")),
     ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- the router, and what the engine echoes
+
+ROUTER_KEY = "max_concurrent_requests"
+
+
+@pytest.mark.parametrize(
+    ("on_disk", "running", "layer", "explanation"),
+    [
+        (256, 192, "on_disk", EDITED_NOT_APPLIED),  # its script edited on the host, the process as declared
+        (192, 256, "running", STARTED_BY_HAND),  # the process runs 256, its script and the declaration 192
+    ],
+    ids=["router-script-edited", "router-started-by-hand"],
+)
+def test_the_origin_of_a_router_limit(on_disk: int, running: int, layer: str, explanation: str) -> None:
+    """The router's effective limits are its argv (smg reports none over HTTP): the origin is the files or the
+    process, and the effective value is the running one."""
+    verdict = judge("router", {ROUTER_KEY: 192}, {"on_disk": {ROUTER_KEY: on_disk}, "running": {ROUTER_KEY: running}})
+    live = on_disk if layer == "on_disk" else running
+    assert [asdict(d) for d in verdict.drift] == [
+        asdict(Drift(ROUTER_KEY, layer, [layer], 192, live, "drift", explanation))
+    ]
+    (row,) = [r for r in verdict.rows if r.key == ROUTER_KEY]
+    assert row.values == {"declared": 192, "on_disk": on_disk, "running": running, "effective": running}
+
+
+def test_an_engine_explains_its_running_slots_from_its_pool_and_echo() -> None:
+    """Declared 128 running requests; the engine's pool holds 101 tokens (its memory report), so SGLang applies
+    min(128, 101 // 2) = 50, and /server_info echoes the 128 asked."""
+    key = "max_running_requests"
+    host = {"on_disk": {key: 128}, "running": {key: 128}}
+    live = {"live": {key: 50}, "requested": {key: 128}, "live_facts": {"token_capacity": 101}}
+    verdict = judge("decode", {key: 128}, host, live)
+    explanation = (
+        "SGLang applies min(requested // attn_dp_size, token_capacity // 2) per DP rank: the live pool holds 101 "
+        "tokens, so token_capacity // 2 = 50; /server_info echoes 128"
+    )
+    assert [asdict(d) for d in verdict.drift] == [
+        asdict(Drift(key, "effective", ["effective"], 128, 50, "drift", explanation))
+    ]
+
+
+def test_a_value_the_engine_ignores_equals_only_itself() -> None:
+    """SGLang echoes <ignored> for --max-queued-requests in PD mode: two such readings agree; a number does not."""
+    assert same("max_queued_requests", IGNORED, IGNORED) is True
+    assert same("max_queued_requests", IGNORED, 5) is False
+
+
+def test_a_forced_page_size_is_explained_by_the_model() -> None:
+    """DeepSeek-V4 runs page_size 256 whatever is declared: the gap names that rule, for that model only."""
+    ctx = LiveContext(page_size=256)
+    assert effective_gap("page_size", 64, 256, {"dsv4": True}, ctx) == (
+        "drift",
+        "SGLang forces page_size 256 for DeepSeek-V4",
+    )
+    assert effective_gap("page_size", 64, 256, {}, ctx) == ("drift", "the engine applies 256, the declaration says 64")
+
+
+def test_an_interrupted_deploy_lists_only_keys_whose_meaning_changed() -> None:
+    """An index-key switch the last deploy did not record and the new one declares false is the same setting (an
+    unset bool is false), as is a length read back as text: the summary leaves both out."""
+    before = {KEY: "131072", "max_running_requests": 64}
+    after = {KEY: 131072, "max_running_requests": 96, "bf16_index_k": False}
+    assert change_summary(before, after) == "max_running_requests 64 -> 96"
+
+
+# Each layer compares by the key's kind (sglang_schema: an unset bool is false, a size read back as text is that
+# size), never by Python's ==: a value that means the same setting is not a departure, at any step of the origin.
+INDEX_K = "bf16_index_k"
+
+
+def test_a_deploy_record_without_the_switch_is_not_a_declaration_change() -> None:
+    """The last deploy recorded the index-key switch unset, the declaration says false: the same setting. The process
+    runs true (started by hand): the origin is the running process, not the declaration."""
+    verdict = judge("decode", {INDEX_K: False}, {"deployed": {INDEX_K: None}, "running": {INDEX_K: True}})
+    assert [asdict(d) for d in verdict.drift] == [
+        asdict(Drift(INDEX_K, "running", ["running"], False, True, "drift", STARTED_BY_HAND))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        pytest.param(
+            {"deployed": {KEY: HALF}, "on_disk": {KEY: str(HALF)}, "running": {KEY: HALF}},
+            item("declared", ["on_disk", "running"], FULL, HALF, DECLARATION_CHANGED.format(HALF)),
+            id="files-as-deployed-read-as-text",
+        ),
+        pytest.param(
+            {"on_disk": {KEY: HALF}, "running": {KEY: str(FULL)}},
+            item("on_disk", ["on_disk"], FULL, HALF, EDITED_NOT_APPLIED),
+            id="process-as-declared-read-as-text",
+        ),
+        pytest.param(
+            {"on_disk": {KEY: HALF}, "running": {KEY: str(HALF)}},
+            item("on_disk", ["on_disk", "running"], FULL, HALF, EDITED_AND_RESTARTED),
+            id="process-as-the-files-read-as-text",
+        ),
+    ],
+)
+def test_the_origin_compares_each_layer_by_its_kind(host: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert drift_of(FULL, **host) == [expected]
+
+
+def test_an_unset_value_is_compared_with_the_prediction_by_its_kind() -> None:
+    """Unset max_prefill_tokens, predicted 16,384, read back as the text "16384": no gap."""
+    assert effective_gap("max_prefill_tokens", None, "16384", {"max_prefill_tokens": 16384}, LiveContext()) is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, read_layers
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, deployed_record, read_layers
 
 SECRET = "sk-facts-secret-456"
 SCRIPT, ENV = "/opt/sglang/bin/serve_dsv4_decode.sh", "/etc/sglang/dsv4-decode.env"
@@ -53,3 +53,11 @@ def test_an_unset_key_stays_unset(tmp_path: Path) -> None:
     layers = read_layers("decode", "sglang-dsv4-decode", SCRIPT, ENV, FACTS, _host(tmp_path, facts))
     assert layers.deployed == {"port": 30001, "api_key": None}
     assert layers.in_progress == marker
+
+
+def test_a_record_without_an_envelope_gives_none() -> None:
+    """A record the first deploy is still writing (its marker only) has no envelope yet: None, never a guess."""
+    facts = {"decode": {"in_progress": {"since": "2026-11-30T12:00:00Z"}, "files": {"script": {"sha1": "ab12"}}}}
+    assert deployed_record(facts, "decode") == (None, {"script": "ab12"})
+    assert deployed_record({"decode": {"envelope": "broken"}}, "decode") == (None, {})
+    assert deployed_record({"decode": {"envelope": {"api_key": None}}}, "decode") == ({"api_key": None}, {})

@@ -11,6 +11,8 @@ hand in the table or its comment from SGLang 0.5.23's rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import default_chunked_prefill_size
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import (
@@ -98,3 +100,21 @@ def test_router_admission_is_unbounded_when_one_router_is(routers: list[dict[str
 )
 def test_the_chunk_size_default_follows_the_gpu_memory(gib: float, chunk: int) -> None:
     assert default_chunked_prefill_size(gib) == chunk
+
+
+LIVE = {"max_total_tokens": 1_000_000, "max_running_requests": 64, "context_length": 131_072, "page_size": 256}
+
+
+@pytest.mark.parametrize(
+    ("live", "ranks", "running", "reserve"),
+    [
+        (LIVE, None, 64, 512),  # a decode engine in PD (the role's mode): SGLang's 512-token admission reserve
+        ({**LIVE, "disaggregation_mode": "null"}, None, 64, 0),  # the engine says it runs outside PD: no reserve
+        ({**LIVE, "disaggregation_mode": "decode", "num_reserved_decode_tokens": 128}, None, 64, 128),
+        (LIVE, 4, 16, 512),  # /server_info's 64 running slots are the whole engine's: 16 per attention-DP rank
+    ],
+    ids=["pd-decode", "not-pd", "declared-reserve", "four-ranks"],
+)
+def test_an_engine_from_its_live_values(live: dict[str, Any], ranks: int | None, running: int, reserve: int) -> None:
+    engine = Engine.from_live("d1", "decode", live) if ranks is None else Engine.from_live("d1", "decode", live, ranks)
+    assert engine == Engine("d1", "decode", 1_000_000, running, 131_072, 256, ranks or 1, reserve)

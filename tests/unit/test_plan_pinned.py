@@ -17,10 +17,14 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     Fleet,
+    Option,
+    PlanError,
     Shape,
     change,
+    extend,
     fleet_fit,
     plan,
+    render,
 )
 from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
@@ -172,3 +176,142 @@ def test_the_per_call_context_is_the_smallest_context_length_of_any_engine() -> 
     assert (short.context_length, short.parallel) == (8192, 192)
     long = fleet_fit(fleet, config, 16_000)
     assert (long.context_length, long.parallel, long.binding) == (8192, 0, "per-call context_length")
+
+
+# ---------------------------------------------------------------- an option extended (the time planner's extra prefill)
+
+
+def test_an_extended_option_keeps_the_changes_it_builds_on() -> None:
+    """Raising the decode slots to 84 (3 x 84 = 252 running, the router cap 252), then one more prefill host and a
+    4,096-token chunk: the title joins both, every change and host of the base is kept, and the answer is the base's
+    252 calls of 4,000 tokens (a prefill host adds no decode slot)."""
+    fleet, config = multinode()
+    settings = [("decode", "max_running_requests", 84), ("router", "max_concurrent_requests", 252)]
+    base = change(fleet, config, "raise decode max_running_requests to 84", settings)
+    base.caveats.append("a caveat of the base")
+    out = extend(base, config, Shape(250, CALL), "add 1 prefill host", [("prefill", "chunked_prefill_size", 4096)],
+                 add_prefill_hosts=1)  # fmt: skip
+    assert out.title == "raise decode max_running_requests to 84, add 1 prefill host"
+    assert out.changes == [
+        ("sglang_decode.max_running_requests", 64, 84),
+        ("sglang_router.max_concurrent_requests", 192, 252),
+        ("sglang_engine_common.chunked_prefill_size", 8192, 4096),
+    ]
+    assert out.added_hosts == ["prefill-01-prefill3 (a copy of prefill-01's prefill engine, 1 of 1)"]
+    assert out.caveats == ["a caveat of the base"] and out.exact is True and out.refused == []
+    assert out.after is not None
+    assert (out.after.tokens, out.after.parallel, out.after.per_engine, out.after.router_cap) == (
+        4000,
+        252,
+        (84,) * 3,
+        252,
+    )
+    assert out.rank == (False, 1)  # serves the shape as asked, one host added
+    assert base.changes[-1] == ("sglang_router.max_concurrent_requests", 192, 252) and base.added_hosts == []
+
+
+def test_an_extension_of_todays_fleet_takes_its_own_title_and_adds_no_host_unasked() -> None:
+    fleet, config = multinode()
+    out = extend(Option("admit more calls", fleet=fleet.copy()), config, Shape(250, CALL), "add 2 prefill hosts", [])
+    assert (out.title, out.changes, out.added_hosts, out.rank) == ("add 2 prefill hosts", [], [], (False, 0))
+    assert out.after is not None and (out.after.tokens, out.after.parallel) == (4000, 192)
+
+
+def test_a_shorter_call_option_stays_shorter_when_extended() -> None:
+    """A context of 2,048 serves 2,046 tokens per call (SGLang keeps context - 2 for the prompt and one output):
+    the extension is sized at those, not at the 4,000 asked, and ranks after the options that serve the shape."""
+    fleet, config = multinode()
+    shape = Shape(250, CALL)
+    short = change(
+        fleet, config, "context 2048", [("decode", "context_length", 2048), ("prefill", "context_length", 2048)]
+    )
+    short.exact = False
+    short.after = fleet_fit(short.changed_fleet(), config, None)
+    assert short.tokens(shape) == 2046
+    out = extend(short, config, shape, "add 1 prefill host", [], add_prefill_hosts=1)
+    assert out.exact is False and out.rank == (True, 1)
+    assert out.after is not None and (out.after.tokens, out.after.parallel) == (2046, 192)
+    assert out.tokens(shape) == 2046
+    assert Option("as asked", after=short.after).tokens(shape) == 4000  # an exact option serves the shape's tokens
+    assert Option("not sized", exact=False).tokens(shape) == 4000  # no answer yet: the shape's tokens
+
+
+def test_an_extension_the_validation_refuses_has_no_answer() -> None:
+    fleet, config = multinode()
+    out = extend(Option("admit more calls", fleet=fleet.copy()), config, Shape(250, CALL), "bad chunk",
+                 [("prefill", "chunked_prefill_size", -5)])  # fmt: skip
+    rule = "must be a positive chunk size, or -1 to disable chunked prefill; fix: declare e.g. 8192"
+    assert out.refused == [
+        f"{h}: sglang_engine_common.chunked_prefill_size=-5: {rule}" for h in ("prefill-01", "prefill-02")
+    ]
+    assert out.after is None and out.rank == ()
+
+
+# ---------------------------------------------------------------- the plan as text
+
+
+def test_a_shared_setting_is_listed_once() -> None:
+    """context_length lives in sglang_engine_common, shared by prefill and decode: the shorter-call option edits it
+    once and lists it once (it was listed per role)."""
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(250, CALL))
+    shorter = (result.options + result.shorter)[-1]
+    edits = [c for c in shorter.changes if c[0] == "sglang_engine_common.context_length"]
+    assert edits == [("sglang_engine_common.context_length", 524288, 3840)]
+
+
+def test_an_slo_labels_each_option_and_today() -> None:
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(250, CALL))
+    result.slo = "TTFT p90 <= 2 s"
+    result.today_times = ["TTFT p90 3.1 s"]
+    met = result.options[0]
+    missed = Option("second", list(met.changes), fleet=met.fleet, after=met.after, rank=met.rank, meets_slo=False)
+    met.meets_slo = True
+    result.options[1:1] = [missed]
+    lines = render(result, "multinode").splitlines()
+    assert lines[0] == "want 250 parallel calls x 4,000 tokens (multinode), SLO TTFT p90 <= 2 s"
+    assert lines[2:4] == ["    TTFT p90 3.1 s", "does not fit: 192 < 250"]
+    assert lines[4] == "option 1: admit more calls (as asked; meets the SLO)"
+    assert "option 2: second (as asked; meets memory, not the SLO)" in lines
+    assert "option 3: context_length 3,840 (at 3,838 tokens per call)" in lines  # no SLO asked of it: no label
+
+
+@pytest.mark.parametrize(
+    ("meets", "last"),
+    [
+        (False, "fits in memory: 192 >= 192; but not the SLO (TTFT p90 <= 2 s)"),
+        (True, "fits: 192 >= 192; nothing to change"),
+        (None, "fits: 192 >= 192; nothing to change"),
+    ],
+    ids=["misses-the-slo", "meets-the-slo", "no-time-asked"],
+)
+def test_a_fleet_that_fits_in_memory_may_still_miss_the_slo(meets: bool | None, last: str) -> None:
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(192, CALL))
+    result.slo, result.today_meets_slo = "TTFT p90 <= 2 s", meets
+    assert render(result, "multinode").splitlines()[2] == last
+
+
+def test_an_option_never_sized_is_an_error() -> None:
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(250, CALL))
+    result.options[0].after = None
+    with pytest.raises(PlanError, match=r"^option 'admit more calls' was never sized$"):
+        render(result, "multinode")
+
+
+def copies(count: int) -> list[str]:
+    return [
+        f"decode-01-decode{3 + i} (a copy of decode-01's decode engine, {i} of {count})" for i in range(1, count + 1)
+    ]
+
+
+def test_many_copies_of_one_engine_are_one_line() -> None:
+    assert Option("more", added_hosts=copies(4)).diff_lines() == [
+        "inventory: add hosts decode-01-decode4 .. decode-01-decode7 to group sglang_decode "
+        "(4 copies of decode-01's decode engine)"
+    ]
+    assert Option("more", added_hosts=copies(3)).diff_lines() == [
+        f"inventory: add host {h} to group sglang_decode" for h in copies(3)
+    ]

@@ -172,16 +172,13 @@ def test_each_explanation_word_for_word(
     key: str, declared: Any, live: Any, predicted: dict[str, Any], ctx: LiveContext, text: str
 ) -> None:
     """Each departure of an effective value has one exact explanation, chosen by key, values and live facts."""
-    assert _explain(key, declared, live, predicted, ctx, 131072) == text
+    assert _explain(key, declared, live, predicted, ctx) == text
 
 
-def test_running_rule_holds_whatever_the_context_length() -> None:
-    """A declared max_running_requests is checked against the pool alone; the context length does not enter."""
+def test_running_rule_is_judged_on_the_pool_alone() -> None:
+    """A declared max_running_requests is checked against the pool alone (token_capacity // 2)."""
     ctx = _ctx(token_capacity=101)
-    for context_len in (None, 1, 4096):
-        assert _explain("max_running_requests", 128, 50, {}, ctx, context_len) == RULE + (
-            "101 tokens, so token_capacity // 2 = 50"
-        )
+    assert _explain("max_running_requests", 128, 50, {}, ctx) == RULE + "101 tokens, so token_capacity // 2 = 50"
 
 
 GAP_CASES = [
@@ -269,21 +266,21 @@ def test_effective_gap_severity_and_words(
     key: str, declared: Any, live: Any, predicted: dict[str, Any], ctx: LiveContext, gap: tuple[str, str] | None
 ) -> None:
     """When an effective value is drift, information or nothing, and the words that say so."""
-    assert effective_gap(key, declared, live, predicted, ctx, 131072) == gap
+    assert effective_gap(key, declared, live, predicted, ctx) == gap
 
 
 def test_unset_gap_reads_the_prediction_of_its_own_key() -> None:
     """An unset key is compared with the prediction for that key only; no prediction, no judgment."""
     predicted = {"max_prefill_tokens": 16384, "swa_full_tokens_ratio": 0.1}
-    assert _unset_gap("max_prefill_tokens", 8192, predicted, _ctx(), None) == (
+    assert _unset_gap("max_prefill_tokens", 8192, predicted, _ctx()) == (
         "info",
         "declared unset: the capacity model predicts 16384, the engine applies 8192",
     )
-    assert _unset_gap("swa_full_tokens_ratio", 0.2, predicted, _ctx(), None) == (
+    assert _unset_gap("swa_full_tokens_ratio", 0.2, predicted, _ctx()) == (
         "info",
         "declared unset: the capacity model predicts 0.1, the engine applies 0.2",
     )
-    assert _unset_gap("max_total_tokens", 1000, predicted, _ctx(), None) is None
+    assert _unset_gap("max_total_tokens", 1000, predicted, _ctx()) is None
 
 
 def _drift(audit: Any) -> list[dict[str, Any]]:

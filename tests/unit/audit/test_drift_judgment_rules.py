@@ -486,7 +486,7 @@ def test_an_unset_bool_argv_does_not_excuse_an_effective_departure() -> None:
 )
 def test_a_pool_cap_is_page_aligned_only_by_a_known_page(page_size: int | None, gap: tuple[str, str] | None) -> None:
     """A synthetic odd cap of 1001 tokens: only a reported page size excuses the pool rounded down to 1000."""
-    assert effective_gap("max_total_tokens", 1001, 1000, {}, LiveContext(page_size=page_size), None) == gap
+    assert effective_gap("max_total_tokens", 1001, 1000, {}, LiveContext(page_size=page_size)) == gap
 
 
 # ---------------------------------------------------------------- judge

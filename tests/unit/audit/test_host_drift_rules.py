@@ -165,4 +165,4 @@ def test_running_requests_sglang_applies(
 ) -> None:
     """SGLang splits the limit over the attention-DP ranks (at least one each) and caps it at half the pool."""
     ctx = LiveContext(token_capacity=capacity, attn_dp_size=dp)
-    assert expected_running(requested, ctx, 8192) == expected
+    assert expected_running(requested, ctx) == expected

@@ -479,11 +479,16 @@ def resolve_max_running_requests(
     requested: int | None, token_capacity: int, context_len: int, attn_dp_size: int | None = None
 ) -> int:
     """Effective running requests per DP worker (kv_cache_configurator.resolve_max_num_reqs)."""
-    dp = max(1, int(attn_dp_size or 1))
     if requested is not None:
-        return min(max(1, int(requested) // dp), token_capacity // 2)
+        return clamp_running_requests(requested, token_capacity, attn_dp_size)
     estimated = min(max(int(token_capacity / context_len * 512), 2048), 4096)
     return min(estimated, token_capacity // 2)
+
+
+def clamp_running_requests(requested: int, token_capacity: int, attn_dp_size: int | None = None) -> int:
+    """A requested max_running_requests as SGLang applies it per DP worker: min(requested // dp, capacity // 2)."""
+    dp = max(1, int(attn_dp_size or 1))
+    return min(max(1, int(requested) // dp), token_capacity // 2)
 
 
 # ---------------------------------------------------------------- concurrency table

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .sglang_capacity import CapacityError, bf16_index_loss, is_dsv4, resolve_max_running_requests
+from .sglang_capacity import CapacityError, bf16_index_loss, clamp_running_requests, is_dsv4
 from .sglang_engine_live import IGNORED, EngineLive
 from .sglang_flags import REDACTED
 from .sglang_hostfs import meta_differs
@@ -159,37 +159,33 @@ def live_context(effective: Mapping[str, Any], facts: Mapping[str, Any], request
     )
 
 
-def expected_running(requested: int | None, ctx: LiveContext, context_len: int | None) -> int | None:
+def expected_running(requested: int | None, ctx: LiveContext) -> int | None:
     """max_running_requests SGLang applies for a request, given the live pool (all DP ranks)."""
     if requested is None or not ctx.token_capacity:
         return None
-    per_dp = resolve_max_running_requests(int(requested), int(ctx.token_capacity), int(context_len or 1),
-                                          ctx.attn_dp_size)  # fmt: skip
-    return per_dp * ctx.attn_dp_size
+    return clamp_running_requests(int(requested), int(ctx.token_capacity), ctx.attn_dp_size) * ctx.attn_dp_size
 
 
 def effective_gap(
-    key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
+    key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext
 ) -> tuple[str, str] | None:
     """(severity, explanation) when the effective value is not what the declaration asks for, else None."""
     if live is None:
         return None
     if declared is None:
-        return _unset_gap(key, live, predicted, ctx, context_len)
+        return _unset_gap(key, live, predicted, ctx)
     if key == "max_total_tokens":
         page = int(ctx.page_size or 1)
         if int(declared) // page * page <= int(live) <= int(declared):
             return None
     if same(key, declared, live) or str(live) in RESOLVES.get((key, str(declared)), set()):
         return None
-    return "drift", _explain(key, declared, live, predicted, ctx, context_len)
+    return "drift", _explain(key, declared, live, predicted, ctx)
 
 
-def _unset_gap(
-    key: str, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
-) -> tuple[str, str] | None:
+def _unset_gap(key: str, live: Any, predicted: Mapping[str, Any], ctx: LiveContext) -> tuple[str, str] | None:
     if key == "max_running_requests":
-        expected = expected_running(predicted.get("max_running_requests"), ctx, context_len)
+        expected = expected_running(predicted.get("max_running_requests"), ctx)
     elif key == "max_queued_requests" or key not in predicted:
         return None
     else:
@@ -200,9 +196,7 @@ def _unset_gap(
     return severity, f"declared unset: the capacity model predicts {expected}, the engine applies {live}"
 
 
-def _explain(
-    key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext, context_len: int | None
-) -> str:
+def _explain(key: str, declared: Any, live: Any, predicted: Mapping[str, Any], ctx: LiveContext) -> str:
     echoed = ctx.requested.get(key)
     if key == "max_queued_requests" and live == IGNORED:
         return (
@@ -210,7 +204,7 @@ def _explain(
             "bound the queue with the router's queue_size instead"
         )
     if key == "max_running_requests":
-        expected = expected_running(declared, ctx, context_len)
+        expected = expected_running(declared, ctx)
         cap = (ctx.token_capacity or 0) // 2
         echo = f"; /server_info echoes {echoed}" if echoed is not None else ""
         if expected is not None and int(live) == expected and int(live) < int(declared):
@@ -269,7 +263,6 @@ def compare(
     """
     predicted = predicted or {}
     ctx = live or LiveContext()
-    context_len = (effective or {}).get("context_length")
     rows: list[Row] = []
     drift: list[Drift] = []
     limits = set(limit_keys(role))
@@ -281,7 +274,7 @@ def compare(
                 values[name] = layer.get(key)
         row = Row(key, key in limits, values)
         rows.append(row)
-        item = _judge(key, values, predicted, ctx, context_len, deployed, restart_pending, effective_from_running)
+        item = _judge(key, values, predicted, ctx, deployed, restart_pending, effective_from_running)
         if item and in_progress is not None and item.layer in ("declared", "on_disk", "running"):
             item.explanation = interrupted_deploy(in_progress, deployed)
         if item:
@@ -296,7 +289,6 @@ def _judge(
     values: Mapping[str, Any],
     predicted: Mapping[str, Any],
     ctx: LiveContext,
-    context_len: int | None,
     deployed: Mapping[str, Any] | None,
     restart_pending: bool,
     effective_from_running: bool,
@@ -305,14 +297,7 @@ def _judge(
     differs = [n for n in ("on_disk", "running") if n in values and not same(key, values[n], d)]
     gap = None
     if "effective" in values and not effective_from_running:
-        gap = effective_gap(key, d, values["effective"], predicted, ctx, context_len)
-        running_value = values.get("running", d)
-        if (
-            gap
-            and "running" in differs
-            and not effective_gap(key, running_value, values["effective"], predicted, ctx, context_len)
-        ):
-            gap = ("drift", "")  # the effective value follows the running argv
+        gap = effective_gap(key, d, values["effective"], predicted, ctx)
         if gap:
             differs.append("effective")
     if not differs:

@@ -74,7 +74,7 @@ class Engine:
     def from_live(cls, host: str, role: str, live: Mapping[str, Any], ranks: int = 1) -> Engine:
         """From the live values (/server_info and /v1/loads): max_running_requests there is the whole engine's."""
         ranks = max(1, int(ranks))
-        mode = live.get("disaggregation_mode") or ("decode" if role == "decode" else role)
+        mode = live.get("disaggregation_mode") or role
         return cls(
             host,
             role,

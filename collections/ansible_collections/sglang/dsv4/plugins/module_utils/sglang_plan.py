@@ -171,7 +171,7 @@ class Option:
         for role in ("decode", "prefill"):
             added = [h for h in self.added_hosts if _role_of(h) == role]
             if len(added) > 3:  # many copies of one engine: one line
-                first, last = added[0].split(" ", 1)[0], added[-1].split(" ", 1)[0]
+                first, last = added[0].partition(" ")[0], added[-1].partition(" ")[0]
                 source = added[0].split("(a copy of ", 1)[1].split(",", 1)[0]
                 lines.append(
                     f"inventory: add hosts {first} .. {last} to group sglang_{role} ({len(added)} copies of {source})"
@@ -188,8 +188,8 @@ def _role_of(added: str) -> str:
 
 
 def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
-    """Set `key` of every `role` server, where the declaration keeps it (the role's dict or the shared one)."""
-    seen: set[str] = set()
+    """Set `key` of every `role` server, where the declaration keeps it (the role's dict or the shared one). A change
+    is listed once, however many servers and roles share the dict it edits."""
     for host in fleet.hosts(role):
         hv = fleet.hostvars[host]
         if role == "router":
@@ -198,9 +198,9 @@ def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
             where = declared_in(role, hv, key)
             before = engine_envelope(role, hv).get(key)
         hv[where] = {**(hv.get(where) or {}), key: value}
-        if where not in seen and before != value:
-            option.changes.append((f"{where}.{key}", before, value))
-            seen.add(where)
+        edit = (f"{where}.{key}", before, value)
+        if before != value and edit not in option.changes:
+            option.changes.append(edit)
 
 
 def _add_hosts(fleet: Fleet, option: Option, role: str, count: int) -> None:
@@ -533,8 +533,7 @@ class Step:
 
 def without(fleet: Fleet, host: str, role: str) -> Fleet:
     out = fleet.copy()
-    group = f"sglang_{role}"
-    out.groups[group] = [h for h in out.groups.get(group, []) if h != host]
+    out.groups[GROUPS[role]] = [h for h in fleet.hosts(role) if h != host]
     return out
 
 
