@@ -34,11 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from mutmut.configuration import config
 from mutmut.mutation.diff_apply import get_diff_for_mutant
-from mutmut.mutation.file_mutation import filter_mutants_with_type_checker
 from mutmut.stats import status_by_exit_code
-from mutmut.utils.format_utils import mangled_name_from_mutant_name
+from mutmut.utils.format_utils import get_mutant_name, mangled_name_from_mutant_name
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".cache" / "mutation"
@@ -120,10 +118,25 @@ def changed_lines(mutant: Mutant) -> str:
 
 
 def refused_by_mypy() -> set[str]:
-    """The mutants mypy refuses, found by mutmut's own mapping of mypy's errors to mutated functions."""
-    with in_work():
-        config().type_check_command = MYPY
-        return set(filter_mutants_with_type_checker())
+    """The mutants mypy refuses: each error's line falls in one generated function of mutmut's line index."""
+    proc = subprocess.run(MYPY, cwd=WORK / "mutants", capture_output=True, text=True, check=False)
+    spans: dict[str, dict[str, list[int]]] = {}
+    refused = set()
+    for line in proc.stdout.splitlines():
+        try:
+            error = json.loads(line)
+        except ValueError:
+            continue
+        if error.get("severity") != "error":
+            continue
+        file = str(error["file"])
+        if file not in spans:
+            index = WORK / "mutants" / (file + ".spans")
+            spans[file] = json.loads(index.read_text())["spans"] if index.exists() else {}
+        for name, (start, end) in spans[file].items():
+            if start <= int(error["line"]) <= end and not name.endswith("__mutmut_orig"):
+                refused.add(get_mutant_name(Path(file), name))
+    return refused
 
 
 def equivalents() -> list[dict[str, str]]:
@@ -224,6 +237,11 @@ def main() -> int:
     SUMMARY.write_text("\n".join(lines).rstrip("\n") + "\n")
     print("\n".join(table(by_module)))
     print(f"\n{len(gaps)} survivors or untested mutants not listed as equivalent: {SUMMARY.relative_to(REPO)}")
+    # mutants/ links the repository, so a mutant that turns a path around can write into it: say what is new there
+    status = git("status", "--porcelain", "--untracked-files=all").splitlines()
+    strays = [line[3:] for line in status if line.startswith("??") and line[3:] != str(SUMMARY.relative_to(REPO))]
+    if strays:
+        print(f"files the work tree did not track before (a mutant may have written them): {', '.join(strays)}")
     if stale:
         print(f"{len(stale)} stale entries in {EQUIVALENT.name} (they match no survivor): remove them", file=sys.stderr)
         return 1

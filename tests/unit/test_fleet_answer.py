@@ -23,6 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import (
     RUNNING,
     Engine,
     answer,
+    per_call_context,
     router_admission,
 )
 
@@ -118,3 +119,10 @@ LIVE = {"max_total_tokens": 1_000_000, "max_running_requests": 64, "context_leng
 def test_an_engine_from_its_live_values(live: dict[str, Any], ranks: int | None, running: int, reserve: int) -> None:
     engine = Engine.from_live("d1", "decode", live) if ranks is None else Engine.from_live("d1", "decode", live, ranks)
     assert engine == Engine("d1", "decode", 1_000_000, running, 131_072, 256, ranks or 1, reserve)
+
+
+def test_the_per_call_context_is_the_shortest_engines() -> None:
+    """A call crosses a prefill and a decode engine: the fleet serves the shorter context (none without engines)."""
+    engines = [Engine("p1", "prefill", 10**6, 64, 131_072), Engine("d1", "decode", 10**6, 64, 65_536)]
+    assert per_call_context(engines) == 65_536
+    assert per_call_context([]) is None

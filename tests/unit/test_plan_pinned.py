@@ -315,3 +315,29 @@ def test_many_copies_of_one_engine_are_one_line() -> None:
     assert Option("more", added_hosts=copies(3)).diff_lines() == [
         f"inventory: add host {h} to group sglang_decode" for h in copies(3)
     ]
+
+
+def test_an_extension_keeps_the_hosts_and_the_ranking_levers_of_its_base() -> None:
+    """The planner's own option (rank: not exact, hosts, recall cost, -calls, changes) with one decode host added,
+    then one prefill host: both hosts are listed, and the rank keeps the base's levers after the host count."""
+    fleet, config = multinode()
+    base = plan(fleet, config, Shape(250, CALL)).options[0]
+    assert base.rank == (False, 0, False, -4000, 2)
+    more = change(base.changed_fleet(), config, "one more decode host", [], add_decode_hosts=1)
+    more.rank = base.rank
+    out = extend(more, config, Shape(250, CALL), "add 1 prefill host", [], add_prefill_hosts=1)
+    assert out.added_hosts == [
+        "decode-01-decode4 (a copy of decode-01's decode engine, 1 of 1)",
+        "prefill-01-prefill3 (a copy of prefill-01's prefill engine, 1 of 1)",
+    ]
+    assert out.rank == (False, 2, False, -4000, 2)
+
+
+def test_an_added_host_is_a_copy_reached_at_its_own_address() -> None:
+    fleet, config = multinode()
+    fleet.hostvars["decode-01"].update(ansible_host="10.0.0.7", sglang_advertise_host="10.0.0.7")
+    option = change(fleet, config, "one more decode host", [], add_decode_hosts=1)
+    new = option.changed_fleet().hostvars["decode-01-decode4"]
+    assert new["inventory_hostname"] == "decode-01-decode4"
+    assert "ansible_host" not in new and "sglang_advertise_host" not in new
+    assert fleet.hostvars["decode-01"]["ansible_host"] == "10.0.0.7"  # the template is not touched

@@ -125,7 +125,7 @@ def same(key: str, a: Any, b: Any) -> bool:
         return (a is None) == (b is None)
     if key == "disaggregation_mode" and (a is None or b is None):
         return str(a or "null") == str(b or "null")
-    if spec.kind != "bool" and a is not None and b is not None and IGNORED in (a, b):
+    if a is not None and b is not None and IGNORED in (a, b):
         return a == b
     try:
         return spec.type.same(a, b)

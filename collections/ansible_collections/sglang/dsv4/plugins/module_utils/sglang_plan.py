@@ -172,7 +172,7 @@ class Option:
             added = [h for h in self.added_hosts if _role_of(h) == role]
             if len(added) > 3:  # many copies of one engine: one line
                 first, last = added[0].partition(" ")[0], added[-1].partition(" ")[0]
-                source = added[0].split("(a copy of ", 1)[1].split(",", 1)[0]
+                source = added[0].partition("(a copy of ")[2].partition(",")[0]
                 lines.append(
                     f"inventory: add hosts {first} .. {last} to group sglang_{role} ({len(added)} copies of {source})"
                 )
@@ -213,7 +213,7 @@ def _add_hosts(fleet: Fleet, option: Option, role: str, count: int) -> None:
         for own in ("sglang_advertise_host", "ansible_host"):  # a new host is reached at its own address
             hv.pop(own, None)
         fleet.hostvars[name] = hv
-        fleet.groups.setdefault(GROUPS[role], []).append(name)
+        fleet.groups[GROUPS[role]].append(name)  # the group holds the template
         option.added_hosts.append(f"{name} (a copy of {template}'s {role} engine, {i} of {count})")
     _advertise_beyond_loopback(fleet, option)
 
@@ -439,7 +439,7 @@ def extend(
     out.fleet = changed
     out.refused = check_fleet(changed.hostvars, changed.groups, model_config)
     if not out.refused:
-        out.after = fleet_fit(changed, model_config, shape.tokens if out.exact else option.tokens(shape))
+        out.after = fleet_fit(changed, model_config, option.tokens(shape))  # the shape's tokens when exact
         out.rank = (not out.exact, len(out.added_hosts), *option.rank[2:])
     return out
 
