@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, deployed_record, read_layers
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sidedoors import _redacted
 
 SECRET = "sk-facts-secret-456"
 SCRIPT, ENV = "/opt/sglang/bin/serve_dsv4_decode.sh", "/etc/sglang/dsv4-decode.env"
@@ -61,3 +65,31 @@ def test_a_record_without_an_envelope_gives_none() -> None:
     assert deployed_record(facts, "decode") == (None, {"script": "ab12"})
     assert deployed_record({"decode": {"envelope": "broken"}}, "decode") == (None, {})
     assert deployed_record({"decode": {"envelope": {"api_key": None}}}, "decode") == ({"api_key": None}, {})
+
+
+def test_the_key_of_an_environment_file(tmp_path: Path) -> None:
+    """What the verify probes send as the key: SGLANG_API_KEY of the server's environment file, else nothing."""
+    env = tmp_path / "dsv4-decode.env"
+    env.write_text("SGLANG_DSV4_BF16_INDEX_K=1\nSGLANG_API_KEY=s3cret\n", encoding="utf-8")
+    assert api_key_file(str(env)) == "s3cret"
+    (tmp_path / "nokey.env").write_text("SGLANG_DSV4_BF16_INDEX_K=1\n", encoding="utf-8")
+    assert api_key_file(str(tmp_path / "nokey.env")) is None
+    assert api_key_file(str(tmp_path / "absent.env")) is None
+    assert api_key_file("") is None and api_key_file(None) is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        (["--api-key", "s3cret", "--port", "8000"], ["--api-key", "<redacted>", "--port", "8000"]),
+        (["--api-key=s3cret"], ["--api-key=<redacted>"]),
+        (["--api-k", "s3cret"], ["--api-k", "<redacted>"]),  # argparse takes an unambiguous abbreviation
+        (["--api=s3cret", "--ap", "x"], ["--api=<redacted>", "--ap", "<redacted>"]),
+        (["--a", "x", "--api-keys", "y"], ["--a", "x", "--api-keys", "y"]),  # too short, or another option
+        (["--port", "--api-key"], ["--port", "--api-key"]),  # nothing after it to hide
+        ([8000, "--api-key", 123], ["8000", "--api-key", "<redacted>"]),
+    ],
+    ids=["separate", "inline", "abbreviated", "shortest-abbreviations", "not-the-key", "key-last", "non-strings"],
+)
+def test_router_extra_args_are_shown_without_the_key(extra: list[Any], shown: list[str]) -> None:
+    assert _redacted(extra) == shown
