@@ -16,6 +16,7 @@ the mutated copies:
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +34,7 @@ SOURCES: dict[Path, Path] = {
     / "roles/sglang_monitoring/files/sglang_drift_export.py",
 }
 # mutmut copies tests/ and pyproject.toml itself; the collection and the CLI are laid out below
-OWN = {".git", "mutants", "mutants.log"}
+OWN = {".git", "mutants"}
 LAID_OUT = {"tests", "pyproject.toml", "collections", "cli"}
 
 
@@ -69,6 +70,11 @@ def mirror(src: Path, dst: Path, redirect: dict[Path, Path | None]) -> None:
 
 
 def build() -> None:
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]["source_paths"]
+    if sorted(listed) != sorted(str(at) for at in SOURCES):
+        raise SystemExit(
+            f"pyproject.toml [tool.mutmut] source_paths {listed} differ from SOURCES here: make them agree"
+        )
     tops = [entry for entry in sorted(REPO.iterdir()) if entry.name not in OWN]
     for entry in tops:
         link(WORK / entry.name, entry)
