@@ -16,7 +16,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight impor
     engine_imports,
     judge,
     probe_argv,
+    release_check_argv,
+    release_problems,
     systemd_run_argv,
+    transfer_needs,
 )
 
 
@@ -145,6 +148,61 @@ def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing
 
 
 def test_engine_imports_follow_the_command_and_the_backend() -> None:
-    assert list(engine_imports(["/opt/sglang/current/venv/bin/sglang", "serve"], "mooncake")) == ["sglang", "mooncake"]
-    assert list(engine_imports(["/v/bin/python", "-m", "sglang_sim"], "nixl")) == ["sglang_sim", "nixl"]
+    serve = ["/opt/sglang/current/venv/bin/sglang", "serve"]
+    assert list(engine_imports(serve, "mooncake")) == ["sglang", "mooncake.engine"]
+    assert list(engine_imports(serve, "mooncake_tcp")) == ["sglang", "mooncake.engine"]
+    assert list(engine_imports(["/v/bin/python", "-m", "sglang_sim"], "nixl")) == ["sglang_sim", "nixl._api"]
     assert list(engine_imports(["/v/bin/python", "-m", "sglang.launch_server"], None)) == ["sglang"]
+    assert list(engine_imports(serve, "fake")) == ["sglang"]
+
+
+# (backends the host's engines declare, pip requirements of the release, modules its check imports); by hand.
+NEEDS = [
+    (["mooncake"], ["mooncake-transfer-engine==0.3.11.post1"], ["mooncake.engine"]),
+    (["mooncake", "mooncake_tcp"], ["mooncake-transfer-engine==0.3.11.post1"], ["mooncake.engine"]),
+    (["nixl", "mooncake"], ["nixl==1.5.2", "mooncake-transfer-engine==0.3.11.post1"], ["nixl._api", "mooncake.engine"]),
+    (["fake", "ascend"], [], []),
+    ([], [], []),
+]
+
+
+@pytest.mark.parametrize(("backends", "requirements", "modules"), NEEDS, ids=[" ".join(n[0]) or "-" for n in NEEDS])
+def test_a_release_gets_the_package_of_each_declared_backend(
+    backends: list[str], requirements: list[str], modules: list[str]
+) -> None:
+    needs = transfer_needs(list(backends))
+    assert needs["requirements"] == requirements
+    assert list(needs["imports"]) == modules
+    assert all("disaggregation_transfer_backend" in why for why in needs["imports"].values())
+
+
+def test_the_release_check_imports_for_real_and_names_what_fails(tmp_path: Path) -> None:
+    """In a fresh venv: a module that is there, one that is not, and one whose import raises as mooncake's engine
+    does without libibverbs; a preload the release lacks is skipped. Each failure is named with why the engine needs
+    the module and, for a system library, where the host gets it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv/bin/python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(site) / "linked.py").write_text(
+        "raise ImportError('libibverbs.so.1: cannot open shared object file: No such file or directory')\n"
+    )
+    imports = {"json": "the engine's command runs json", "absent_backend.engine": "the backend imports it",
+               "linked": "disaggregation_transfer_backend mooncake imports it"}  # fmt: skip
+    run = subprocess.run(release_check_argv(python, imports, ["no_such_preload", "csv"]),
+                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    answer = json.loads(run.stdout)
+    assert answer == {
+        "csv": "ok",
+        "json": "ok",
+        "absent_backend.engine": "ModuleNotFoundError: No module named 'absent_backend'",
+        "linked": "ImportError: libibverbs.so.1: cannot open shared object file: No such file or directory",
+    }
+    assert release_problems(python, answer, imports, "Fix: rerun.") == [
+        f"module absent_backend.engine does not import in the new release's Python {python} "
+        "(ModuleNotFoundError: No module named 'absent_backend'); the backend imports it. Fix: rerun.",
+        f"module linked does not import in the new release's Python {python} (ImportError: libibverbs.so.1: "
+        "cannot open shared object file: No such file or directory); disaggregation_transfer_backend mooncake imports "
+        "it. libibverbs.so.1 is the RDMA verbs library (Debian and Ubuntu: apt install libibverbs1, from rdma-core). "
+        "Fix: rerun.",
+    ]

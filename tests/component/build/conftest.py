@@ -39,8 +39,10 @@ def wheel_lab(tmp_path_factory: pytest.TempPathFactory) -> BuildLab:
         "sglang_build_cuda_home": "/usr/local/cuda",
         "sglang_build_python": sys.executable,
         "sglang_build_env": {"PIP_NO_INDEX": "1"},
-        # SGLang's own dependencies (torch, ...) are not what this test installs.
+        # SGLang's own dependencies (torch, ...) are not what this test installs: `import sglang` would need them,
+        # so the release check imports the kernel only.
         "sglang_build_pip_install_args": ["--no-index", "--no-deps"],
+        "sglang_build_release_imports": {"dsv4_index_k": "the index-key kernel"},
         "sglang_defaults_keep_releases": 1,
     }
     return lab

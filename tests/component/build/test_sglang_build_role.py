@@ -62,6 +62,9 @@ def test_first_run_builds_and_switches(build_lab: BuildLab) -> None:
     assert sorted(name.split("-")[0] for name in wheels) == ["dsv4_index_k", "sglang"]
     assert all(len(digest) == 64 for digest in wheels.values())
     assert not (build_lab.root / "opt/build").exists()
+    # The host is in no engine group: no transfer backend's package; SGLang and the kernel imported in the release.
+    assert inputs["requirements"] == []
+    assert data["imports_checked"] == ["dsv4_index_k", "sglang"]
 
 
 def test_release_holds_patched_fork_and_kernel(build_lab: BuildLab) -> None:

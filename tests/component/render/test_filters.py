@@ -141,3 +141,24 @@ def test_a_health_answer_passes_the_gate_with_200_and_every_worker() -> None:
     assert not F.healthy({"status": 503, "json": {"healthy_workers": 2}}, 2)
     assert not F.healthy({"status": -1, "msg": "unreachable: refused"})
     assert not F.healthy(None)
+
+
+def test_a_host_release_needs_the_backends_its_engines_declare() -> None:
+    """The production envelope (mooncake, SGLang's default too) on a host of both engines; a host whose decode
+    declares nixl needs both packages; a host with no engine needs none."""
+    from deploytools import envelope
+
+    hostvars = envelope()
+    both = ["sglang_engine", "sglang_prefill", "sglang_decode"]
+    assert F.transfer_needs(hostvars, both)["requirements"] == ["mooncake-transfer-engine==0.3.11.post1"]
+    assert F.transfer_needs({}, both)["requirements"] == ["mooncake-transfer-engine==0.3.11.post1"]
+    mixed = {**hostvars, "sglang_decode": {**hostvars["sglang_decode"], "disaggregation_transfer_backend": "nixl"}}
+    assert F.transfer_needs(mixed, both) == {
+        "requirements": ["mooncake-transfer-engine==0.3.11.post1", "nixl==1.5.2"],
+        "imports": {
+            "mooncake.engine": "disaggregation_transfer_backend mooncake imports it "
+            "(package mooncake-transfer-engine==0.3.11.post1)",
+            "nixl._api": "disaggregation_transfer_backend nixl imports it (package nixl==1.5.2)",
+        },
+    }
+    assert F.transfer_needs(hostvars, ["sglang_router"]) == {"requirements": [], "imports": {}}

@@ -478,6 +478,18 @@ def preflight_imports(command: list[str], backend: str | None) -> dict[str, str]
     return _preflight.engine_imports(command, backend)
 
 
+def transfer_needs(hostvars: Mapping[str, Any], group_names: list[str]) -> dict[str, Any]:
+    """What a host's release needs for the PD transfer backends its engines declare (SGLang's default, mooncake,
+    where none is declared): pinned pip `requirements` and the `imports` a release check loads
+    (plugins/module_utils/sglang_preflight.py TRANSFER_PACKAGES)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight as _preflight
+
+    roles = [role for role in ("prefill", "decode") if f"sglang_{role}" in group_names]
+    backends = [_declared.engine_envelope(role, hostvars).get("disaggregation_transfer_backend") for role in roles]
+    return _preflight.transfer_needs([str(b or "mooncake") for b in backends])
+
+
 def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12) -> str:
     """Short sha256 over `salt` and the relative paths and contents of the files at `paths` under `root`
     (directories recursively, caches skipped): a release id that changes exactly when its inputs change."""
@@ -645,6 +657,7 @@ class FilterModule:
             "sglang_env_quote": env_quote,
             "sglang_unit_value": unit_value,
             "sglang_preflight_imports": preflight_imports,
+            "sglang_transfer_needs": transfer_needs,
             "sglang_source_digest": source_digest,
             "sglang_releases_to_prune": releases_to_prune,
             "sglang_fact_json": to_fact_json,

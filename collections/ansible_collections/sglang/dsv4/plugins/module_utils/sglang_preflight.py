@@ -39,10 +39,17 @@ LIFECYCLE = frozenset(
     }
 )
 
-# The top-level module a PD transfer backend imports when the engine starts, and the package that provides it:
-# SGLang 0.5.23 imports `mooncake.engine` (srt/distributed/device_communicators/mooncake_transfer_engine.py) and
+# What a PD transfer backend needs in the release: the module SGLang 0.5.23 imports when the engine starts and the
+# package that provides it, pinned. `mooncake.engine` (srt/distributed/device_communicators/
+# mooncake_transfer_engine.py; mooncake_tcp is mooncake with MC_FORCE_TCP=1, arg_groups/pd_disaggregation_hook.py) and
 # `nixl._api` (srt/disaggregation/nixl/conn.py); neither package is a dependency of the sglang wheel.
-TRANSFER_MODULES = {"mooncake": ("mooncake", "mooncake-transfer-engine"), "nixl": ("nixl", "nixl")}
+# mooncake-transfer-engine 0.3.11.post1 is the newest release with a CPython 3.11 wheel for glibc 2.35 (Debian 12,
+# Ubuntu 22.04); nixl 1.5.2 pulls its CUDA builds (nixl-cu12, nixl-cu13).
+TRANSFER_PACKAGES = {
+    "mooncake": ("mooncake.engine", "mooncake-transfer-engine==0.3.11.post1"),
+    "mooncake_tcp": ("mooncake.engine", "mooncake-transfer-engine==0.3.11.post1"),
+    "nixl": ("nixl._api", "nixl==1.5.2"),
+}
 
 
 def engine_imports(command: list[str], backend: str | None) -> dict[str, str]:
@@ -50,11 +57,21 @@ def engine_imports(command: list[str], backend: str | None) -> dict[str, str]:
     and its transfer backend's module."""
     argv = [str(a) for a in command]
     program = argv[argv.index("-m") + 1].split(".")[0] if "-m" in argv[:-1] else "sglang"
-    out = {program: f"the engine's command runs {program}"}
-    if backend in TRANSFER_MODULES:
-        module, package = TRANSFER_MODULES[backend]
-        out[module] = f"disaggregation_transfer_backend {backend} imports it (package {package})"
-    return out
+    return {program: f"the engine's command runs {program}", **transfer_needs([backend])["imports"]}
+
+
+def transfer_needs(backends: list[str | None]) -> dict[str, Any]:
+    """What the release needs for these PD transfer backends: `requirements` (pip specs, pinned) and `imports`
+    (module -> why the engine imports it)."""
+    requirements: list[str] = []
+    imports: dict[str, str] = {}
+    for backend in backends:
+        if backend not in TRANSFER_PACKAGES:
+            continue
+        module, requirement = TRANSFER_PACKAGES[backend]
+        requirements += [] if requirement in requirements else [requirement]
+        imports.setdefault(module, f"disaggregation_transfer_backend {backend} imports it (package {requirement})")
+    return {"requirements": requirements, "imports": imports}
 
 
 # Run by the host's python3 under the transient unit: stdlib only, one JSON argument, one JSON answer.
@@ -107,12 +124,16 @@ if python and spec["imports"]:
     if not os.access(python, os.X_OK):
         out["imports"] = {name: "no executable " + python for name in spec["imports"]}
     else:
-        code = ("import importlib.util, json, sys; "
-                "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in sys.argv[1:]}))")
+        code = ("import importlib.util, json, sys\n"
+                "def find(n):\n"
+                "    try:\n"
+                "        return 'found' if importlib.util.find_spec(n) is not None else 'not found'\n"
+                "    except Exception as e:\n"
+                "        return 'not found (%s: %s)' % (type(e).__name__, e)\n"
+                "print(json.dumps({n: find(n) for n in sys.argv[1:]}))")
         run = subprocess.run([python, "-I", "-c", code, *spec["imports"]], capture_output=True, text=True, timeout=60)
         try:
-            found = json.loads(run.stdout)
-            out["imports"] = {n: "found" if ok else "not found" for n, ok in found.items()}
+            out["imports"] = json.loads(run.stdout)
         except ValueError:
             out["imports"] = {n: "error: " + (run.stderr.strip().splitlines() or ["?"])[-1] for n in spec["imports"]}
 if spec["gpu_ids"]:
@@ -208,7 +229,8 @@ def judge(
             problems.append(
                 f"{unit}: module {name} is {result} in the release's Python {server.get('python')}, and "
                 f"{server.get('import_reasons', {}).get(name, 'the server imports it')}. Install it into the release "
-                f"(sglang_engine_requirements) or declare another {var}.disaggregation_transfer_backend."
+                f"(sglang_build_requirements; sglang_engine_requirements for a wheelhouse release) or declare another "
+                f"{var}.disaggregation_transfer_backend."
             )
     wanted = len(server.get("gpu_ids") or [])
     if wanted and (answer.get("gpus") or 0) < wanted:
@@ -217,4 +239,58 @@ def judge(
             f"{list(server['gpu_ids'])} (/dev/nvidia<id> under its DeviceAllow=). Declare GPUs this host has in "
             f"{var}.gpu_ids, or let the unit open them (sglang_engine_gpu_access, sglang_engine_device_allow)."
         )
+    return problems
+
+
+# The release check, run by a new release's Python before the release is marked complete: each module imported as
+# the engine imports it (a real import: an extension's missing system library shows, which a lookup does not see).
+# SGLang imports torch long before a transfer backend, and torch loads the CUDA runtime that mooncake's engine links
+# (libcudart.so.12): the preloads come first where the release has them.
+RELEASE_CHECK = r"""
+import importlib, importlib.util, json, sys
+preload, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+out = {}
+def load(name):
+    try:
+        importlib.import_module(name)
+        return "ok"
+    except BaseException as e:
+        return "%s: %s" % (type(e).__name__, e)
+for name in preload:
+    try:
+        there = importlib.util.find_spec(name) is not None
+    except Exception:
+        there = False
+    if there:
+        out[name] = load(name)
+for name in modules:
+    out[name] = load(name)
+print(json.dumps(out))
+"""
+RELEASE_PRELOAD = ["torch"]
+
+# System libraries that a backend's extension links and no wheel provides, and where a host gets them.
+SYSTEM_LIBRARIES = {
+    "libibverbs.so.1": "the RDMA verbs library (Debian and Ubuntu: apt install libibverbs1, from rdma-core)",
+    "libcuda.so.1": "the NVIDIA driver's library (the host has no NVIDIA driver)",
+    "libcudart.so.12": "the CUDA 12 runtime, which torch loads first (the release has no CUDA build of torch)",
+    "libnuma.so.1": "libnuma (apt install libnuma1)",
+}
+
+
+def release_check_argv(python: str, imports: Mapping[str, str], preload: list[str]) -> list[str]:
+    return [python, "-I", "-c", RELEASE_CHECK, json.dumps(preload), json.dumps(list(imports))]
+
+
+def release_problems(python: str, answer: Mapping[str, str], imports: Mapping[str, str], fix: str) -> list[str]:
+    """One problem per module that did not import in the release's Python (a preload included), with why the engine
+    needs it and, for a missing system library, where the host gets it."""
+    problems = []
+    for name, result in answer.items():
+        if result == "ok":
+            continue
+        why = imports.get(name, "imported first, as SGLang does")
+        library = next((f" {lib} is {where}." for lib, where in SYSTEM_LIBRARIES.items() if lib in result), "")
+        message = f"module {name} does not import in the new release's Python {python} ({result}); {why}.{library}"
+        problems.append(f"{message} {fix}".rstrip())
     return problems
