@@ -478,6 +478,23 @@ def preflight_imports(command: list[str], backend: str | None) -> dict[str, str]
     return _preflight.engine_imports(command, backend)
 
 
+def argv(envelope: Mapping[str, Any], role: str) -> list[str]:
+    """The engine's flags after `sglang serve`, as its serve script passes them (codec to_argv; the API key as the
+    script's ${SGLANG_API_KEY} reference)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
+
+    return list(_flags.to_argv(role, _plain(envelope)))
+
+
+def startup_check_files(unused: Any = None) -> dict[str, str]:
+    """The script that runs SGLang's own startup checks and its helper, by file name (the deep check's, from
+    roles/sglang_validate/files), with `script` naming the one to run: for the preflight to run them on the host."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
+
+    names = (_deep.SGLANG_CHECKER, "sglang_cpu.py")
+    return {"script": _deep.SGLANG_CHECKER, **{n: (_deep.FILES_DIR / n).read_text() for n in names}}
+
+
 def transfer_needs(hostvars: Mapping[str, Any], group_names: list[str]) -> dict[str, Any]:
     """What a host's release needs for the PD transfer backends its engines declare (SGLang's default, mooncake,
     where none is declared): pinned pip `requirements` and the `imports` a release check loads
@@ -658,6 +675,8 @@ class FilterModule:
             "sglang_unit_value": unit_value,
             "sglang_preflight_imports": preflight_imports,
             "sglang_transfer_needs": transfer_needs,
+            "sglang_argv": argv,
+            "sglang_startup_check_files": startup_check_files,
             "sglang_source_digest": source_digest,
             "sglang_releases_to_prune": releases_to_prune,
             "sglang_fact_json": to_fact_json,

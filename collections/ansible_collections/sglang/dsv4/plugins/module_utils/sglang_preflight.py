@@ -136,6 +136,31 @@ if python and spec["imports"]:
             out["imports"] = json.loads(run.stdout)
         except ValueError:
             out["imports"] = {n: "error: " + (run.stderr.strip().splitlines() or ["?"])[-1] for n in spec["imports"]}
+check = spec.get("sglang_check")
+if python and check and os.access(python, os.X_OK):
+    has = subprocess.run([python, "-I", "-c", "import importlib.util, sys; "
+                          "sys.exit(0 if importlib.util.find_spec('sglang') else 3)"], timeout=60).returncode == 0
+    if not has:
+        out["sglang_check"] = {"skipped": "the release's Python %s has no sglang" % python}
+    else:
+        import re, shutil, tempfile
+        where = tempfile.mkdtemp(prefix="sglang-preflight-")
+        try:
+            for name, text in check["files"].items():
+                with open(os.path.join(where, name), "w") as f:
+                    f.write(text)
+            env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_", "MC_"))}
+            argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
+            case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
+            run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
+                                 capture_output=True, text=True, timeout=check.get("timeout", 240))
+            try:
+                out["sglang_check"] = json.loads(run.stdout)[0]
+            except (ValueError, IndexError):
+                out["sglang_check"] = {"ok": False, "culprits": [],
+                                       "error": "the check did not finish: " + run.stderr.strip()[-600:]}
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
 if spec["gpu_ids"]:
     opened = 0
     for n in spec["gpu_ids"]:
@@ -232,6 +257,16 @@ def judge(
                 f"(sglang_build_requirements; sglang_engine_requirements for a wheelhouse release) or declare another "
                 f"{var}.disaggregation_transfer_backend."
             )
+    check = answer.get("sglang_check") or {}
+    if check and not check.get("skipped") and not check.get("ok"):
+        named = ", ".join(check.get("culprits") or []) or "none named"
+        problems.append(
+            f"{unit}: SGLang's own startup checks, run in the release's Python {server.get('python')} as the unit "
+            f"runs (its user, sandbox and environment file), refuse its command line: {check.get('error')} (flags "
+            f"and variables it names: {named}). The deep check ran the same checks on the controller; what differs "
+            f"is the release's SGLang or this host's environment. Fix the declared value behind them ({var}.*, "
+            f"sglang_engine_extra_env) or the release."
+        )
     wanted = len(server.get("gpu_ids") or [])
     if wanted and (answer.get("gpus") or 0) < wanted:
         problems.append(

@@ -77,10 +77,23 @@ options:
         type: list
         elements: int
         default: []
+      sglang_argv:
+        description:
+          - The engine's flags after C(sglang serve) (C(${NAME}) references are read from the unit's environment).
+          - Where the release's Python has C(sglang), SGLang's own startup checks (O(startup_check)) run on them in
+            the unit, with its environment file loaded, up to the last step before the model loads.
+        type: list
+        elements: str
+        default: []
+  startup_check:
+    description: File name to text of the script that runs SGLang's startup checks and its helpers; C(script) names
+      the one to run. Empty runs no such check.
+    type: dict
+    default: {}
   timeout:
-    description: Seconds each transient unit may take.
+    description: Seconds each transient unit may take (SGLang's startup checks import torch and SGLang).
     type: int
-    default: 60
+    default: 300
 """
 
 EXAMPLES = r"""
@@ -136,10 +149,11 @@ SERVER_OPTIONS = {
     "python": {"type": "str"},
     "imports": {"type": "dict", "default": {}},
     "gpu_ids": {"type": "list", "elements": "int", "default": []},
+    "sglang_argv": {"type": "list", "elements": "str", "default": []},
 }
 
 
-def check(p: dict[str, Any], timeout: int) -> tuple[list[str], list[str], dict[str, Any]]:
+def check(p: dict[str, Any], timeout: int, startup: dict[str, str]) -> tuple[list[str], list[str], dict[str, Any]]:
     """(problems, notes, result) of one server."""
     notes: list[str] = []
     service = dict(p["service"])
@@ -161,6 +175,10 @@ def check(p: dict[str, Any], timeout: int) -> tuple[list[str], list[str], dict[s
         notes.append(f"{p['unit']}: no release Python at {p['python']} yet: its imports are not checked")
     spec = {"listeners": [[str(a), int(port)] for a, port in p["listeners"]], "paths": p["paths"], "python": python,
             "imports": list(p["imports"]) if python else [], "gpu_ids": p["gpu_ids"]}  # fmt: skip
+    if python and p["sglang_argv"] and startup.get("script"):
+        files = {name: text for name, text in startup.items() if name != "script"}
+        spec["sglang_check"] = {"argv": p["sglang_argv"], "files": files, "script": startup["script"],
+                                "timeout": max(timeout - 30, 30)}  # fmt: skip
     fd, env_file = tempfile.mkstemp(prefix="sglang-preflight-", suffix=".env", dir="/run")
     start = time.monotonic()
     try:
@@ -183,6 +201,9 @@ def check(p: dict[str, Any], timeout: int) -> tuple[list[str], list[str], dict[s
             f"unit overrides declared for it."
         )
         return [problem], notes, {"unit": p["unit"], "seconds": seconds}
+    skipped = (answer.get("sglang_check") or {}).get("skipped")
+    if skipped:
+        notes.append(f"{p['unit']}: {skipped}: SGLang's startup checks ran on the controller only (the deep check)")
     server = {"role": p["role"], "unit": p["unit"], "user": user, "path_vars": p["path_vars"], "python": python,
               "import_reasons": p["imports"], "gpu_ids": p["gpu_ids"]}  # fmt: skip
     return (
@@ -196,7 +217,8 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "servers": {"type": "list", "elements": "dict", "required": True, "options": SERVER_OPTIONS},
-            "timeout": {"type": "int", "default": 60},
+            "startup_check": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 300},
         },
         supports_check_mode=True,
     )
@@ -204,7 +226,7 @@ def main() -> None:
     notes: list[str] = []
     servers = []
     for p in module.params["servers"]:
-        found, noted, result = check(p, module.params["timeout"])
+        found, noted, result = check(p, module.params["timeout"], module.params["startup_check"])
         problems += found
         notes += noted
         servers.append(result)
