@@ -16,8 +16,6 @@ import zlib
 from typing import Any
 
 DEFAULT_VOCAB_SIZE = 129280
-CHAT_TOKENS_PER_MESSAGE = 2
-CHAT_GENERATION_PROMPT_TOKENS = 1
 
 
 class Tokenizer:
@@ -54,10 +52,6 @@ class Tokenizer:
             words.extend(message_text(message.get("content")).split())
         words.append("<|assistant|>")
         return words
-
-    def encode_chat(self, messages: list[Any]) -> list[int]:
-        """Token ids of a chat prompt (see the module rules). Raises ValueError on a malformed message."""
-        return self.encode(" ".join(self.chat_words(messages)))
 
 
 def message_text(content: Any) -> str:

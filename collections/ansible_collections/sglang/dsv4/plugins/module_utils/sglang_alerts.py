@@ -31,7 +31,6 @@ ENGINE_JOB = "sglang_engine"
 ROUTER_JOB = "sglang_router"
 DRIFT_JOB = "sglang_drift"  # node_exporter's textfile collector on each engine host
 DRIFT_METRIC = "sglang_envelope_drift"
-EFFECTIVE_METRIC = "sglang_envelope_effective"
 DRIFT_RUN_METRIC = "sglang_envelope_audit_timestamp_seconds"
 # The generation routes of smg whose answers count for availability (health probes and metrics do not).
 GENERATION_PATHS = "/generate|/v1/chat/completions|/v1/completions"

@@ -24,10 +24,6 @@ class Flag(NamedTuple):
     action: str  # argparse action class name
 
     @property
-    def takes_value(self) -> bool:
-        return self.nargs != 0
-
-    @property
     def kind(self) -> str:
         """The envelope value type this flag carries: bool, int, float, size, intlist or str."""
         if self.nargs == 0:

@@ -28,7 +28,6 @@ GIB = 1 << 30
 # Bytes per parameter of the declared weight quantization (block scales included).
 QUANT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0 + 4 / (128 * 128), "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
 KV_DTYPES = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2, "auto": 2}
-INDEX_K_BYTES = {"fp8": 128 + 4, "bf16": 128 * 2}  # per 128-dim index key; fp8 carries one fp32 scale
 
 DSV4_ARCH = "DeepseekV4ForCausalLM"
 DSA_ARCHS = ("DeepseekV32ForCausalLM",)

@@ -50,7 +50,7 @@ BOOL_TRUE, BOOL_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
 
 # The mooncake prefill KV sender (disaggregation/mooncake/conn.py): unset SGLANG_DISAGGREGATION_THREAD_POOL_SIZE is
 # min(max(4, int(0.5 * cpu_count) // 8), 12) threads, split over SGLANG_DISAGGREGATION_QUEUE_SIZE queues.
-POOL_DERIVED_MIN, POOL_DERIVED_MAX = 4, 12
+POOL_DERIVED_MAX = 12
 HEARTBEAT_MIN_S = 2.0  # disaggregation/common/conn.py: max(SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL, 2.0)
 
 # smg flags the role renders from the inventory groups, and router flags that override an envelope key.

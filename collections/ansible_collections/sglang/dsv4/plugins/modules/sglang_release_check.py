@@ -66,7 +66,11 @@ import json
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import release_check_argv, release_problems
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
+    RELEASE_PRELOAD,
+    release_check_argv,
+    release_problems,
+)
 
 
 def main() -> None:
@@ -74,7 +78,7 @@ def main() -> None:
         argument_spec={
             "python": {"type": "path", "required": True},
             "imports": {"type": "dict", "required": True},
-            "preload": {"type": "list", "elements": "str", "default": ["torch"]},
+            "preload": {"type": "list", "elements": "str", "default": RELEASE_PRELOAD},
             "fix": {"type": "str", "default": ""},
             "timeout": {"type": "int", "default": 600},
         },
