@@ -109,7 +109,7 @@ def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
         "inventory: add host gpu-node-01-prefill2 (a copy of gpu-node-01's prefill engine, 1 of 1) to group "
         "sglang_prefill",
         "gpu-node-01: sglang_advertise_host: 127.0.0.1 -> gpu-node-01 (an address the new hosts reach)",
-        "sglang_engine_common.chunked_prefill_size: 8192 -> 16384",
+        "sglang_prefill.chunked_prefill_size: 8192 -> 16384",  # the decode engines keep theirs
     ]
     assert option.times[-1] == "  SLO (TTFT p90 <= 2 s): met"
     assert option.times[2].startswith("  TTFT p90 2.00 s (")

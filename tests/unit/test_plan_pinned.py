@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     Fleet,
     Option,
@@ -195,8 +196,12 @@ def test_an_extended_option_keeps_the_changes_it_builds_on() -> None:
     assert out.changes == [
         ("sglang_decode.max_running_requests", 64, 84),
         ("sglang_router.max_concurrent_requests", 192, 252),
-        ("sglang_engine_common.chunked_prefill_size", 8192, 4096),
+        # The shared dict holds chunked_prefill_size 8192: a prefill-only change goes into the prefill's own dict.
+        ("sglang_prefill.chunked_prefill_size", 8192, 4096),
     ]
+    changed = out.changed_fleet()
+    for host in changed.hosts("decode"):
+        assert engine_envelope("decode", changed.hostvars[host])["chunked_prefill_size"] == 8192
     assert out.added_hosts == ["prefill-01-prefill3 (a copy of prefill-01's prefill engine, 1 of 1)"]
     assert out.caveats == ["a caveat of the base"] and out.exact is True and out.refused == []
     assert out.after is not None
@@ -241,9 +246,7 @@ def test_an_extension_the_validation_refuses_has_no_answer() -> None:
     out = extend(Option("admit more calls", fleet=fleet.copy()), config, Shape(250, CALL), "bad chunk",
                  [("prefill", "chunked_prefill_size", -5)])  # fmt: skip
     rule = "must be a positive chunk size, or -1 to disable chunked prefill; fix: declare e.g. 8192"
-    assert out.refused == [
-        f"{h}: sglang_engine_common.chunked_prefill_size=-5: {rule}" for h in ("prefill-01", "prefill-02")
-    ]
+    assert out.refused == [f"{h}: sglang_prefill.chunked_prefill_size=-5: {rule}" for h in ("prefill-01", "prefill-02")]
     assert out.after is None and out.rank == ()
 
 
@@ -341,3 +344,24 @@ def test_an_added_host_is_a_copy_reached_at_its_own_address() -> None:
     assert new["inventory_hostname"] == "decode-01-decode4"
     assert "ansible_host" not in new and "sglang_advertise_host" not in new
     assert fleet.hostvars["decode-01"]["ansible_host"] == "10.0.0.7"  # the template is not touched
+
+
+# ---------------------------------------------------------------- which variable a change edits
+
+
+def test_a_decode_only_change_to_a_shared_key_leaves_the_prefill_engines_as_they_are() -> None:
+    """An inventory that keeps max_running_requests 64 in sglang_engine_common for both roles: admitting 301 calls
+    raises the decode slots to ceil(301 / 3) = 101 in sglang_decode, and the prefill engines keep 64. Lowering the
+    context for a shape that does not fit is set for both roles alike, so it stays in the shared dict."""
+    fleet, config = multinode()
+    for hv in fleet.hostvars.values():
+        common = dict(hv["sglang_engine_common"], max_running_requests=64)
+        hv["sglang_engine_common"] = common
+        for role in ("sglang_prefill", "sglang_decode"):
+            hv[role] = {k: v for k, v in hv[role].items() if k != "max_running_requests"}
+    first = answers(fleet, config, 301)[0]
+    assert first.changes[0] == ("sglang_decode.max_running_requests", 64, 101)
+    changed = first.changed_fleet()
+    for role, slots in (("prefill", 64), ("decode", 101)):
+        found = {engine_envelope(role, changed.hostvars[h])["max_running_requests"] for h in changed.hosts(role)}
+        assert found == {slots}, role

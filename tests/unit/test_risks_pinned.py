@@ -16,7 +16,11 @@ from shipped import shipped_inventory
 WORKLOAD_IDS = ("request_timeout_below_full_prefill", "watchdog_below_model_load", "router_queue_outlasts_timeout")
 PREFILL = ["prefill-01 prefill", "prefill-02 prefill"]
 DECODE = ["decode-01 decode", "decode-02 decode", "decode-03 decode"]
-WATCHDOG_FIX = ("a watchdog above the load time", ["sglang_engine_common.watchdog_timeout: 600.0 -> 1350"], True)
+# Each role's finding fixes that role alone: the shared dict holds the key, so the fix goes into the role's own dict.
+WATCHDOG_FIX = {
+    role: ("a watchdog above the load time", [f"sglang_{role}.watchdog_timeout: 600.0 -> 1350"], True)
+    for role in ("prefill", "decode")
+}
 
 
 def findings(workload: dict[str, Any], **router: Any) -> list[dict[str, Any]]:
@@ -52,20 +56,20 @@ def test_slow_prefill_slow_load_and_a_slow_drain_are_each_a_finding_with_a_fix()
             "fixes": [("a timeout above one full prefill", ["sglang_router.request_timeout_secs: 1800 -> 3933"], True)],
         },
         {
-            # 600 s < 900 s on each role; the fix: 900 x 1.5 = 1,350, where the declaration keeps the key (shared;
-            # watchdog_timeout is a float key, so the declared 600 reads 600.0).
+            # 600 s < 900 s on each role; the fix: 900 x 1.5 = 1,350, in the role's own dict (the shared one keeps
+            # 600 for the other role; watchdog_timeout is a float key, so the declared 600 reads 600.0).
             "id": "watchdog_below_model_load",
             "severity": "warn",
             "numbers": {"model_load_secs": 900, "watchdog_timeout": 600},
             "servers": DECODE,
-            "fixes": [WATCHDOG_FIX],
+            "fixes": [WATCHDOG_FIX["decode"]],
         },
         {
             "id": "watchdog_below_model_load",
             "severity": "warn",
             "numbers": {"model_load_secs": 900, "watchdog_timeout": 600},
             "servers": PREFILL,
-            "fixes": [WATCHDOG_FIX],
+            "fixes": [WATCHDOG_FIX["prefill"]],
         },
         {
             # 512 queued / 4 per second = 128 s > 60 s; the fix: the queue 4 x 60 = 240 drains in 60 s.

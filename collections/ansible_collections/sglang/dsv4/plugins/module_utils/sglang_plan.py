@@ -187,15 +187,18 @@ def _role_of(added: str) -> str:
     return "prefill" if "'s prefill engine" in added else "decode"
 
 
-def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any) -> None:
-    """Set `key` of every `role` server, where the declaration keeps it (the role's dict or the shared one). A change
-    is listed once, however many servers and roles share the dict it edits."""
+def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any, *, both_engines: bool = False) -> None:
+    """Set `key` of every `role` server, where the declaration keeps it: the role's own dict, or the one both engine
+    roles share (sglang_engine_common) when the caller sets it for both roles alike (`both_engines`). A key of one
+    role that the shared dict holds goes into the role's own dict, which SGLang's envelope reads first, so the other
+    role keeps its value. A change is listed once, however many servers and roles share the dict it edits."""
     for host in fleet.hosts(role):
         hv = fleet.hostvars[host]
         if role == "router":
             where, before = "sglang_router", (hv.get("sglang_router") or {}).get(key)
         else:
             where = declared_in(role, hv, key)
+            where = where if both_engines or where == f"sglang_{role}" else f"sglang_{role}"
             before = engine_envelope(role, hv).get(key)
         hv[where] = {**(hv.get(where) or {}), key: value}
         edit = (f"{where}.{key}", before, value)
@@ -233,7 +236,7 @@ def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
     address there)."""
     for role in ("prefill", "decode"):
         if any(is_loopback(str(engine_envelope(role, fleet.hostvars[h]).get("host"))) for h in fleet.hosts(role)):
-            _set(fleet, option, role, "host", "0.0.0.0")
+            _set(fleet, option, role, "host", "0.0.0.0", both_engines=True)
     for host in sorted({h for role in ("prefill", "decode", "router") for h in fleet.hosts(role)}):
         hv = fleet.hostvars[host]
         before, _variable = advertise_of(host, hv)
@@ -286,8 +289,8 @@ def _variant(
             "(SGLang's own default reserve)"
         )
     if fp8:
-        _set(fleet, option, "decode", "bf16_index_k", False)
-        _set(fleet, option, "prefill", "bf16_index_k", False)
+        _set(fleet, option, "decode", "bf16_index_k", False, both_engines=True)
+        _set(fleet, option, "prefill", "bf16_index_k", False, both_engines=True)
         option.caveats.append(RECALL_COST)
         parts.append("fp8 index keys")
     _admit(fleet, option, model_config, shape.calls)
@@ -307,7 +310,7 @@ def _lower_context(
         option = _variant(base, model_config, Shape(shape.calls, context), fp8=fp8, fraction=fraction, extra=0)
         changed = option.changed_fleet()
         for role in ("prefill", "decode"):
-            _set(changed, option, role, "context_length", context)
+            _set(changed, option, role, "context_length", context, both_engines=True)
         return fleet_fit(changed, model_config, None).parallel >= shape.calls, option
 
     low, high, best = 1, shape.tokens // page, None
