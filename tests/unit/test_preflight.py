@@ -49,6 +49,17 @@ def test_probe_binds_a_free_port_and_finds_a_taken_one(held_port: int) -> None:
     assert [row["result"] for row in answer["listeners"]] == ["bound", "EADDRINUSE", "EADDRINUSE"]
 
 
+def test_probe_ignores_a_pythonpath_from_the_unit_environment(tmp_path: Path) -> None:
+    """The unit's environment file may set PYTHONPATH for the server: the probe runs isolated from it (a module of
+    that path named like one the probe imports would otherwise replace it)."""
+    (tmp_path / "json.py").write_text("raise SystemExit('the environment path was imported')\n")
+    argv = probe_argv(sys.executable, {"listeners": [], "paths": [], "python": None, "imports": [], "gpu_ids": []})
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)},
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["listeners"] == []
+
+
 def test_probe_refuses_an_address_the_host_lacks() -> None:
     answer = probe(listeners=[["192.0.2.1", free_port()], ["no-such-host.invalid", free_port()]])
     assert [row["result"] for row in answer["listeners"]] == ["EADDRNOTAVAIL", "unresolved"]
@@ -121,6 +132,44 @@ def test_a_port_held_by_the_same_unit_is_fine_and_by_another_is_refused_naming_i
         "this host by pid 12 (socat, unit other); sglang-dsv4-prefill could not bind it. Declare a free port in "
         "sglang_prefill.disaggregation_bootstrap_port or stop what holds it."
     ]
+
+
+ROUTER = {"role": "router", "unit": "sglang-dsv4-router", "user": "sglang", "path_vars": [], "gpu_ids": []}
+R = "sglang-dsv4-router"
+
+# (the router's second listener, its metrics port 29000, as the probe found it; holders of that port; the one
+# problem, written out by hand). The first listener (port 8000) is bound, so every row also shows that a bound
+# listener is passed over and the next one still judged.
+LISTENER_ROWS = [
+    ({"result": "bound"}, [], None),
+    ({"result": "EADDRINUSE", "error": "EADDRINUSE: Address already in use"},
+     [{"pid": 7, "comm": "node", "unit": ""}, {"pid": 8, "comm": "nc", "unit": "x"}],
+     f"{R}: port 29000 (sglang_router.prometheus_port = 29000) is already in use on this host by pid 7 (node, unit "
+     f"none), pid 8 (nc, unit x); {R} could not bind it. Declare a free port in sglang_router.prometheus_port or "
+     "stop what holds it."),
+    ({"result": "EADDRINUSE"}, [],
+     f"{R}: port 29000 (sglang_router.prometheus_port = 29000) is already in use on this host by another process; "
+     f"{R} could not bind it. Declare a free port in sglang_router.prometheus_port or stop what holds it."),
+    ({"result": "EADDRNOTAVAIL", "error": "EADDRNOTAVAIL: Cannot assign requested address"}, [],
+     f"{R}: the listen address 10.1.2.3 (sglang_router.prometheus_host) is not an address of this host "
+     "(EADDRNOTAVAIL: Cannot assign requested address). Declare an address the host has, or 0.0.0.0 / ::."),
+    ({"result": "unresolved"}, [],
+     f"{R}: the listen address 10.1.2.3 (sglang_router.prometheus_host) is not an address of this host "
+     "(unresolved). Declare an address the host has, or 0.0.0.0 / ::."),
+    ({"result": "EPERM", "error": "EPERM: Operation not permitted"}, [],
+     f"{R}: binding 10.1.2.3:29000 (sglang_router.prometheus_port) failed: EPERM: Operation not permitted"),
+    ({"result": "EMFILE"}, [], f"{R}: binding 10.1.2.3:29000 (sglang_router.prometheus_port) failed: EMFILE"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "held", "problem"), LISTENER_ROWS, ids=[r[0]["result"] + str(i) for i, r in
+                                                                          enumerate(LISTENER_ROWS)])  # fmt: skip
+def test_each_listener_result_is_named_with_its_variable(
+    row: dict[str, Any], held: list[dict[str, Any]], problem: str | None
+) -> None:
+    answer = {"listeners": [{"host": "0.0.0.0", "port": 8000, "result": "bound"},
+                            {"host": "10.1.2.3", "port": 29000, **row}], "paths": []}  # fmt: skip
+    assert judge(ROUTER, answer, lambda port: held if port == 29000 else []) == ([problem] if problem else [])
 
 
 def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing_gpus() -> None:
