@@ -144,7 +144,11 @@ if python and check and os.access(python, os.X_OK):
         out["sglang_check"] = {"skipped": "the release's Python %s has no sglang" % python}
     else:
         import re, shutil, tempfile
-        where = tempfile.mkdtemp(prefix="sglang-preflight-")
+        try:
+            where = tempfile.mkdtemp(prefix="sglang-preflight-")
+        except OSError as e:
+            where, out["sglang_check"] = None, {"skipped": "no writable temporary folder under the unit (%s)" % err(e)}
+    if python and check and "sglang_check" not in out:
         try:
             for name, text in check["files"].items():
                 with open(os.path.join(where, name), "w") as f:
@@ -152,10 +156,13 @@ if python and check and os.access(python, os.X_OK):
             env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_", "MC_"))}
             argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
             case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
-            run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
-                                 capture_output=True, text=True, timeout=check.get("timeout", 240))
             try:
+                run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
+                                     capture_output=True, text=True, timeout=check.get("timeout", 240))
                 out["sglang_check"] = json.loads(run.stdout)[0]
+            except subprocess.TimeoutExpired:
+                out["sglang_check"] = {"ok": False, "culprits": [],
+                                       "error": "the check did not finish within %s s" % check.get("timeout", 240)}
             except (ValueError, IndexError):
                 out["sglang_check"] = {"ok": False, "culprits": [],
                                        "error": "the check did not finish: " + run.stderr.strip()[-600:]}
