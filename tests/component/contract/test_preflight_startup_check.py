@@ -42,8 +42,7 @@ def probe(python: Path, envelope_changes: dict[str, Any], extra_env: dict[str, s
     declared = F.engine_envelope(hostvars, "decode", True)
     argv = F.argv(declared, "decode")
     argv[argv.index("--model-path") + 1] = str(REPO / "models" / str(hostvars["sglang_model"]["name"]))
-    files = F.startup_check_files()
-    check = {"argv": argv, "script": files.pop("script"), "files": files, "timeout": 240}
+    check = {**F.startup_check_files(), "argv": argv, "timeout": 240}
     spec = {"listeners": [], "paths": [], "python": str(python), "imports": [], "gpu_ids": [], "sglang_check": check}
     unit_env = {**dict(to_environ("decode", declared)), "SGLANG_API_KEY": "s3cret", **extra_env}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "MC_"))} | unit_env

@@ -486,25 +486,27 @@ def argv(envelope: Mapping[str, Any], role: str) -> list[str]:
     return list(_flags.to_argv(role, _plain(envelope)))
 
 
-def startup_check_files(unused: Any = None) -> dict[str, str]:
-    """The script that runs SGLang's own startup checks and its helper, by file name (the deep check's, from
-    roles/sglang_validate/files), with `script` naming the one to run: for the preflight to run them on the host."""
+def startup_check_files(unused: Any = None) -> dict[str, Any]:
+    """The deep check's script that runs SGLang's own startup checks (roles/sglang_validate/files): `script`, the file
+    to run, and `files`, its text and its helper's by file name, for the preflight to run them on the host."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
 
     names = (_deep.SGLANG_CHECKER, "sglang_cpu.py")
-    return {"script": _deep.SGLANG_CHECKER, **{n: (_deep.FILES_DIR / n).read_text() for n in names}}
+    return {"script": _deep.SGLANG_CHECKER, "files": {n: (_deep.FILES_DIR / n).read_text() for n in names}}
 
 
 def transfer_needs(hostvars: Mapping[str, Any], group_names: list[str]) -> dict[str, Any]:
-    """What a host's release needs for the PD transfer backends its engines declare (SGLang's default, mooncake,
-    where none is declared): pinned pip `requirements` and the `imports` a release check loads
+    """What a host's release needs for the PD transfer backends its engines declare (SGLang's default where none is
+    declared): pinned pip `requirements` and the `imports` a release check loads
     (plugins/module_utils/sglang_preflight.py TRANSFER_PACKAGES)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_argspec as _argspec
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight as _preflight
 
+    key = "disaggregation_transfer_backend"
     roles = [role for role in ("prefill", "decode") if f"sglang_{role}" in group_names]
-    backends = [_declared.engine_envelope(role, hostvars).get("disaggregation_transfer_backend") for role in roles]
-    return _preflight.transfer_needs([str(b or "mooncake") for b in backends])
+    backends = [_declared.engine_envelope(role, hostvars).get(key) or _argspec.default_of(role, key) for role in roles]
+    return _preflight.transfer_needs([str(b) for b in backends])
 
 
 def source_digest(root: str, paths: list[str], salt: str = "", length: int = 12) -> str:

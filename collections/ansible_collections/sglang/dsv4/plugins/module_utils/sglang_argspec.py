@@ -44,6 +44,11 @@ def table_for(role: str) -> dict[str, Flag]:
     return SMG if role == "router" else SGLANG
 
 
+def default_of(role: str, key: str) -> Any:
+    """What the role's parser (SGLang's or smg's) takes for `key` when it is not given."""
+    return table_for(role)[key].default
+
+
 def did_you_mean(value: Any, candidates: Any) -> str:
     """` (did you mean X?)` for the closest candidate, or an empty string."""
     near = difflib.get_close_matches(str(value), [str(c) for c in candidates])  # best first

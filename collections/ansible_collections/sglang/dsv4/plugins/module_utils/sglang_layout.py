@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .sglang_argspec import table_for
+from .sglang_argspec import default_of
 from .sglang_declared import WILDCARDS, local_url
 
 UNIT_NAMES = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "router": "sglang-dsv4-router"}
@@ -38,10 +38,6 @@ def file_names(role: str, places: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _default(role: str, key: str) -> Any:
-    return table_for(role)[key].default
-
-
 # The declared (address key, port key) of every socket a server listens on, in the order `listeners` gives them.
 LISTENER_KEYS = {
     "prefill": (("host", "port"), ("host", "disaggregation_bootstrap_port")),
@@ -56,7 +52,7 @@ def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
 
     def value(key: str) -> Any:
         given = envelope.get(key)
-        return _default(role, key) if given is None else given
+        return default_of(role, key) if given is None else given
 
     def address(key: str) -> str:
         return "*" if str(value(key) or "") in WILDCARDS else str(value(key))
@@ -68,7 +64,7 @@ def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, A
     """Everything the deploy writes for one server and where it answers. `places`: bin_dir, env_dir, unit_dir,
     facts_file, release_fact_file and file_modes ({script, env_file, unit: {owner, group, mode}})."""
     names = file_names(role, places)
-    url = local_url(envelope.get("host"), envelope.get("port") or _default(role, "port"))
+    url = local_url(envelope.get("host"), envelope.get("port") or default_of(role, "port"))
     return {
         "role": role,
         "unit": UNIT_NAMES[role],

@@ -197,8 +197,7 @@ def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any, *, both_
         if role == "router":
             where, before = "sglang_router", (hv.get("sglang_router") or {}).get(key)
         else:
-            where = declared_in(role, hv, key)
-            where = where if both_engines or where == f"sglang_{role}" else f"sglang_{role}"
+            where = declared_in(role, hv, key) if both_engines else f"sglang_{role}"
             before = engine_envelope(role, hv).get(key)
         hv[where] = {**(hv.get(where) or {}), key: value}
         edit = (f"{where}.{key}", before, value)

@@ -136,38 +136,35 @@ if python and spec["imports"]:
             out["imports"] = json.loads(run.stdout)
         except ValueError:
             out["imports"] = {n: "error: " + (run.stderr.strip().splitlines() or ["?"])[-1] for n in spec["imports"]}
-check = spec.get("sglang_check")
-if python and check and os.access(python, os.X_OK):
-    has = subprocess.run([python, "-I", "-c", "import importlib.util, sys; "
-                          "sys.exit(0 if importlib.util.find_spec('sglang') else 3)"], timeout=60).returncode == 0
-    if not has:
-        out["sglang_check"] = {"skipped": "the release's Python %s has no sglang" % python}
-    else:
-        import re, shutil, tempfile
-        try:
-            where = tempfile.mkdtemp(prefix="sglang-preflight-")
-        except OSError as e:
-            where, out["sglang_check"] = None, {"skipped": "no writable temporary folder under the unit (%s)" % err(e)}
-    if python and check and "sglang_check" not in out:
-        try:
-            for name, text in check["files"].items():
-                with open(os.path.join(where, name), "w") as f:
-                    f.write(text)
-            env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_", "MC_"))}
-            argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
-            case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
-            try:
-                run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
-                                     capture_output=True, text=True, timeout=check.get("timeout", 240))
-                out["sglang_check"] = json.loads(run.stdout)[0]
-            except subprocess.TimeoutExpired:
-                out["sglang_check"] = {"ok": False, "culprits": [],
-                                       "error": "the check did not finish within %s s" % check.get("timeout", 240)}
-            except (ValueError, IndexError):
-                out["sglang_check"] = {"ok": False, "culprits": [],
-                                       "error": "the check did not finish: " + run.stderr.strip()[-600:]}
-        finally:
-            shutil.rmtree(where, ignore_errors=True)
+# SGLang's own startup checks on the engine's flags, in the release's Python with this environment.
+def startup_check(python, check):
+    import re, shutil, tempfile
+    found = subprocess.run([python, "-I", "-c", "import importlib.util, sys; "
+                            "sys.exit(0 if importlib.util.find_spec('sglang') else 3)"], timeout=60)
+    if found.returncode != 0:
+        return {"skipped": "the release's Python %s has no sglang" % python}
+    try:
+        where = tempfile.mkdtemp(prefix="sglang-preflight-")
+    except OSError as e:
+        return {"skipped": "no writable temporary folder under the unit (%s)" % err(e)}
+    try:
+        for name, text in check["files"].items():
+            with open(os.path.join(where, name), "w") as f:
+                f.write(text)
+        env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_", "MC_"))}
+        argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
+        case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
+        run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
+                             capture_output=True, text=True, timeout=check["timeout"])
+        return json.loads(run.stdout)[0]
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "culprits": [], "error": "the check did not finish within %s s" % check["timeout"]}
+    except (ValueError, IndexError):
+        return {"ok": False, "culprits": [], "error": "the check did not finish: " + run.stderr.strip()[-600:]}
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+if python and spec.get("sglang_check") and os.access(python, os.X_OK):
+    out["sglang_check"] = startup_check(python, spec["sglang_check"])
 if spec["gpu_ids"]:
     opened = 0
     for n in spec["gpu_ids"]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .sglang_argspec import SMG_ROWS, Flag, did_you_mean
+from .sglang_argspec import SMG_ROWS, Flag, default_of, did_you_mean
 from .sglang_declared import GROUPS, declared_var, engine_envelope, router_envelope
 from .sglang_envtable import DEPRECATED, ENVS
 from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
@@ -152,7 +152,8 @@ def engine_env_report(
         return f"{host}: sglang_engine_extra_env.{name}"
 
     owned = owned_env(role, hostvars)
-    backend = str(envelope.get("disaggregation_transfer_backend") or "mooncake")
+    key = "disaggregation_transfer_backend"
+    backend = str(envelope.get(key) or default_of(role, key))
     for name, text in extra.items():
         # SGLang rewrites a legacy SGL_ prefix to SGLANG_ at import (environ._handle_deprecated_envs).
         legacy = name.startswith("SGL_") and name not in NO_LONGER_READ

@@ -86,10 +86,18 @@ options:
         elements: str
         default: []
   startup_check:
-    description: File name to text of the script that runs SGLang's startup checks and its helpers; C(script) names
-      the one to run. Empty runs no such check.
+    description: The script that runs SGLang's startup checks (filter C(sglang_startup_check_files)). Omitted, no
+      such check runs.
     type: dict
-    default: {}
+    suboptions:
+      script:
+        description: The file of O(startup_check.files) to run.
+        type: str
+        required: true
+      files:
+        description: File name to text, the script's and its helpers'.
+        type: dict
+        required: true
   timeout:
     description: Seconds each transient unit may take (SGLang's startup checks import torch and SGLang).
     type: int
@@ -153,7 +161,9 @@ SERVER_OPTIONS = {
 }
 
 
-def check(p: dict[str, Any], timeout: int, startup: dict[str, str]) -> tuple[list[str], list[str], dict[str, Any]]:
+def check(
+    p: dict[str, Any], timeout: int, startup: dict[str, Any] | None
+) -> tuple[list[str], list[str], dict[str, Any]]:
     """(problems, notes, result) of one server."""
     notes: list[str] = []
     service = dict(p["service"])
@@ -175,10 +185,8 @@ def check(p: dict[str, Any], timeout: int, startup: dict[str, str]) -> tuple[lis
         notes.append(f"{p['unit']}: no release Python at {p['python']} yet: its imports are not checked")
     spec = {"listeners": [[str(a), int(port)] for a, port in p["listeners"]], "paths": p["paths"], "python": python,
             "imports": list(p["imports"]) if python else [], "gpu_ids": p["gpu_ids"]}  # fmt: skip
-    if python and p["sglang_argv"] and startup.get("script"):
-        files = {name: text for name, text in startup.items() if name != "script"}
-        spec["sglang_check"] = {"argv": p["sglang_argv"], "files": files, "script": startup["script"],
-                                "timeout": max(timeout - 30, 30)}  # fmt: skip
+    if python and p["sglang_argv"] and startup:
+        spec["sglang_check"] = {**startup, "argv": p["sglang_argv"], "timeout": max(timeout - 30, 30)}
     fd, env_file = tempfile.mkstemp(prefix="sglang-preflight-", suffix=".env", dir="/run")
     start = time.monotonic()
     try:
@@ -217,7 +225,10 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "servers": {"type": "list", "elements": "dict", "required": True, "options": SERVER_OPTIONS},
-            "startup_check": {"type": "dict", "default": {}},
+            "startup_check": {
+                "type": "dict",
+                "options": {"script": {"type": "str", "required": True}, "files": {"type": "dict", "required": True}},
+            },
             "timeout": {"type": "int", "default": 300},
         },
         supports_check_mode=True,

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     GROUPS,
     engine_envelope,
@@ -164,7 +165,9 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
         decode_max_running=max(1, limit),
         bf16_index_k=bool(d_env.get("bf16_index_k")),
         kv_cache_dtype=str(d_env.get("kv_cache_dtype") or "fp8_e4m3"),
-        transfer_backend=str(p_env.get("disaggregation_transfer_backend") or "mooncake"),
+        transfer_backend=str(
+            p_env.get("disaggregation_transfer_backend") or default_of("prefill", "disaggregation_transfer_backend")
+        ),
         router_max_concurrent=memory.router_admits,
         router_queue_size=queue_size,
         router_queue_timeout_s=min(timeouts) if timeouts else None,
