@@ -58,11 +58,11 @@ def _env(junit_dir: str) -> dict[str, str]:
     }
 
 
-def run(label: str, *args: str) -> Result:
+def run(label: str, *args: str, playbook: str = "site.yml") -> Result:
     with tempfile.TemporaryDirectory() as junit_dir:
         start = time.monotonic()
         proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "site.yml", *args],
+            [str(BIN / "ansible-playbook"), playbook, *args],
             cwd=REPO,
             env=_env(junit_dir),
             capture_output=True,

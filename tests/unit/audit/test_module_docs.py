@@ -13,7 +13,7 @@ import yaml
 from audit_helpers import REPO, FixtureTransport, load_cases, load_library, run_module
 from test_sglang_layers import CASES, TICKS, build_host, layout_args
 
-MODULES = ("sglang_live_info", "sglang_layers_info", "sglang_audit_report")
+MODULES = ("sglang_live_info", "sglang_layers_info", "sglang_servers_info", "sglang_audit_report")
 ANSIBLE_DOC = Path(sys.executable).with_name("ansible-doc")
 
 

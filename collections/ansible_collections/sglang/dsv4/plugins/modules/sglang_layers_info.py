@@ -185,39 +185,10 @@ notes:
 """
 
 import socket
-from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, read_layers
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import UNIT_NAMES
-
-
-def run(module: AnsibleModule, host: HostFiles) -> dict[str, Any]:
-    p = module.params
-    role = p["role"]
-    unit = p["unit"] or UNIT_NAMES[role]
-    layers = read_layers(
-        role,
-        unit,
-        p["script"],
-        p["env_file"],
-        p["facts_file"] or None,
-        host,
-        unit_dir=p["unit_dir"],
-        releases_dir=p["releases_dir"],
-        keep_releases=p["keep_releases"],
-        release_fact_file=p["release_fact_file"],
-    )
-    if p["checksums"]:
-        for info in layers.files.values():
-            info["sha1"] = host.sha1(info["path"])
-    name = p["name"] or socket.gethostname()
-    out = layers.snapshot()
-    out["unit"] = {"name": unit, **layers.unit}
-    out.update(changed=False, role=role, problems=[f"{name}: {problem}" for problem in layers.problems])
-    out["health"] = probe(p["health_url"]) if p["health_url"] else None
-    return out
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import read_files
 
 
 def main() -> None:
@@ -245,7 +216,8 @@ def main() -> None:
             module.fail_json(msg=f"{' '.join(argv)} failed (rc={rc}): {err.strip()}")
         return str(out)
 
-    module.exit_json(**run(module, HostFiles(root="/", run=systemctl)))
+    name = module.params["name"] or socket.gethostname()
+    module.exit_json(**read_files(module.params, HostFiles(root="/", run=systemctl), name))
 
 
 if __name__ == "__main__":

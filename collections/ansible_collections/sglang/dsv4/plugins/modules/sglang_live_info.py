@@ -205,52 +205,11 @@ warnings_seen:
 """
 
 import socket
-import ssl
-import threading
-from collections.abc import Mapping
-from typing import Any
-from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import Request, make_context
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import read_engine
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_in
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Reply, Transport, TransportError, classify
-from ansible_collections.sglang.dsv4.plugins.module_utils.smg_live import read_router
-
-
-class OpenUrlTransport:
-    """HTTP GET through ansible.module_utils.urls.Request (what open_url uses).
-
-    Request.open builds a TLS context (loading the CA store, tens of milliseconds) on every call unless it is
-    given one: plain http gets an empty context it never uses, https one real context shared by all requests.
-    """
-
-    def __init__(self, validate_certs: bool) -> None:
-        self.validate_certs = validate_certs
-        self._plain = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        self._tls: ssl.SSLContext | None = None
-        self._lock = threading.Lock()
-
-    def _context(self, url: str) -> ssl.SSLContext:
-        if not url.startswith("https:"):
-            return self._plain
-        with self._lock:
-            if self._tls is None:
-                self._tls = make_context(validate_certs=self.validate_certs)
-            return self._tls
-
-    def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Reply:
-        try:
-            resp = Request().open("GET", url, headers=dict(headers), timeout=timeout, context=self._context(url),
-                                  validate_certs=self.validate_certs, follow_redirects="safe")  # fmt: skip
-            return Reply(resp.getcode(), resp.read())
-        except HTTPError as exc:
-            return Reply(exc.code, exc.read() if exc.fp else b"")
-        except TransportError:
-            raise
-        except Exception as exc:
-            raise classify(exc) from None
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import OpenUrlTransport, read_live
 
 
 def build_transport(module: AnsibleModule) -> Transport:
@@ -273,16 +232,6 @@ def resolve_api_key(module: AnsibleModule) -> str | None:
     return value or None
 
 
-def run(module: AnsibleModule, transport: Transport) -> dict[str, Any]:
-    p = module.params
-    api_key = resolve_api_key(module)
-    if p["role"] == "router":
-        live = read_router(transport, p["endpoint"], api_key, p["timeout"], p["name"])
-    else:
-        live = read_engine(transport, p["endpoint"], p["role"], api_key, p["timeout"], p["name"], p["metrics"])
-    return {"changed": False, "endpoint": p["endpoint"], "role": p["role"], "name": p["name"], **live.snapshot()}
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -299,7 +248,8 @@ def main() -> None:
     )
     if not module.params["name"]:
         module.params["name"] = socket.gethostname()
-    module.exit_json(**run(module, build_transport(module)))
+    api_key = resolve_api_key(module)
+    module.exit_json(**read_live(build_transport(module), module.params, api_key, module.params["name"]))
 
 
 if __name__ == "__main__":
