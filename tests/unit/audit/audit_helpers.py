@@ -50,11 +50,11 @@ def model_inputs(name: str) -> dict[str, Any]:
     return {"config": load_model(name), "gpu_memory_gib": 141, "params_b": 284, "quantization": "mxfp4"}
 
 
-def load_library(name: str) -> ModuleType:
-    """Import plugins/modules/<name>.py as a module (it is a script, not a package member)."""
+def load_library(name: str, kind: str = "modules") -> ModuleType:
+    """Import plugins/<kind>/<name>.py as a module (a module is a script, an action a plugin: not package members)."""
     # Named by its path (modules.<name>), as mutation testing names the functions it mutates there.
     spec = importlib.util.spec_from_file_location(
-        f"modules.{name}", REPO / "collections/ansible_collections/sglang/dsv4/plugins/modules" / f"{name}.py"
+        f"{kind}.{name}", REPO / "collections/ansible_collections/sglang/dsv4/plugins" / kind / f"{name}.py"
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -73,3 +73,15 @@ def test_without_the_key_the_engine_refuses_and_the_read_says_so(decode_host: Ho
     assert entry["layers"]["files"]["env_file"]["exists"] is False
     assert entry["live"]["status"] == "error"
     assert any("unauthorized" in e for e in entry["live"]["errors"]), entry["live"]["errors"]
+
+
+def test_the_prometheus_query_rides_along_in_the_shape_of_uri(decode_host: HostFiles) -> None:
+    query = "/api/v1/query?query=sum%28up%29"
+    table = {**ENGINE, query: {"json": {"status": "success", "data": {"result": []}}}}
+    args = {"servers": [decode_read()], "name": "lab1", "prometheus_url": f"http://127.0.0.1:9090{query}"}
+    got = run_module(servers_info, args, FixtureTransport(table), decode_host)
+    assert got["prometheus"] == {"url": f"http://127.0.0.1:9090{query}", "status": 200,
+                                 "json": {"status": "success", "data": {"result": []}}}  # fmt: skip
+    assert got["servers"][0]["live"]["status"] == "ok"
+    without = run_module(servers_info, {"servers": [decode_read()]}, FixtureTransport(ENGINE), decode_host)
+    assert without["prometheus"] is None

@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 import yaml
+from ansible.errors import AnsibleActionFail
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_report
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
     build,
@@ -22,7 +23,7 @@ CASES = yaml.safe_load(Path(__file__).with_name("test_server_audit.yaml").read_t
 DECODE = CASES["declared"]["decode"]
 ROUTER = CASES["declared"]["router"]
 live_module = load_library("sglang_live_info")
-report_module = load_library("sglang_audit_report")
+report = load_library("sglang_audit_report", "action").report
 
 HTTP = {
     "/server_info": {"fixture": "server_info_decode.json"},
@@ -181,12 +182,21 @@ def test_files_are_written_and_hold_no_secret(tmp_path: Path) -> None:
         assert SECRET not in Path(path).read_text(), path
 
 
-def test_report_module_writes_and_returns_the_table(tmp_path: Path) -> None:
+def test_report_action_writes_and_returns_the_table(tmp_path: Path) -> None:
     args = {"records": [decode_record(), router_record()], "directory": str(tmp_path / "r")}
-    result = run_module(report_module, args)
+    result = report(args)
     assert result["changed"] is False and result["summary"]["failed"] is False
     assert "lab1 decode (sglang 0.5.23, http://127.0.0.1:30001): OK" in result["table"]
     assert Path(result["files"]["json"]).is_file() and Path(result["files"]["markdown"]).is_file()
+    assert json.loads(Path(result["files"]["json"]).read_text())["summary"] == result["summary"]
+
+
+def test_report_action_refuses_bad_arguments_and_an_unwritable_folder(tmp_path: Path) -> None:
+    with pytest.raises(AnsibleActionFail, match="missing required arguments: directory"):
+        report({"records": [decode_record()]})
+    (tmp_path / "file").write_text("")
+    with pytest.raises(AnsibleActionFail, match=f"cannot write the report into {tmp_path}/file/r"):
+        report({"records": [decode_record()], "directory": str(tmp_path / "file" / "r")})
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: render the limits audit (table, Markdown, JSON, SVG charts) on the controller."""
+"""Ansible module, documentation only: its action plugin (plugins/action/sglang_audit_report.py) renders the audit."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ description:
     the decode engines run at once) and what happens beyond it (router queue, then HTTP 429).
   - Writes C(audit.json), C(audit.md), C(audit.txt) and one SVG chart per engine into O(directory). Meant to run on the
     controller (C(localhost)); it writes only there, also in check mode, and reports no change.
+  - It is an action plugin, which runs inside the controller's Ansible process; no module payload is built or shipped.
   - Does not fail on drift; RV(summary.failed) tells the playbook whether to.
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -151,53 +152,3 @@ directory:
   returned: always
   type: str
 """
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import build, render_text, write
-
-
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "records": {"type": "list", "elements": "dict", "required": True},
-            "directory": {"type": "path", "required": True},
-            "fail_on_drift": {"type": "bool", "default": True},
-            "fleet": {"type": "dict"},
-            "model_config": {"type": "dict"},
-            "predicted_time": {"type": "list", "elements": "dict", "default": []},
-            "measured_time": {"type": "dict"},
-            "time_tolerance": {"type": "float", "default": 0.5},
-            "time_min_requests": {"type": "int", "default": 20},
-        },
-        supports_check_mode=True,
-    )
-    declared = module.params["fleet"]
-    fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
-    report = build(
-        module.params["records"],
-        module.params["fail_on_drift"],
-        fleet,
-        module.params["model_config"],
-        module.params["predicted_time"],
-        module.params["measured_time"],
-        module.params["time_tolerance"],
-        module.params["time_min_requests"],
-    )
-    try:
-        files = write(report, module.params["directory"])
-    except OSError as exc:
-        module.fail_json(msg=f"cannot write the report into {module.params['directory']}: {exc}")
-    module.exit_json(
-        changed=False,
-        table=render_text(report),
-        summary=report.summary,
-        fleet=report.fleet,
-        risks=report.risks,
-        files=files,
-        directory=module.params["directory"],
-    )
-
-
-if __name__ == "__main__":
-    main()

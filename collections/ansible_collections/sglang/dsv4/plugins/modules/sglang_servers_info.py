@@ -81,6 +81,11 @@ options:
   name:
     description: Host name used in messages. Defaults to the host's name.
     type: str
+  prometheus_url:
+    description:
+      - Also ask this URL on the host once (GET), beside the servers' live reads, and return the answer in
+        RV(prometheus); the audit passes its Prometheus query where Prometheus runs on an audited host.
+    type: str
 seealso:
   - module: sglang.dsv4.sglang_layers_info
   - module: sglang.dsv4.sglang_live_info
@@ -118,6 +123,12 @@ servers:
   elements: dict
   sample:
     - {role: decode, layers: {on_disk: {context_length: 524288}}, live: {status: ok, live: {context_length: 524288}}}
+prometheus:
+  description:
+    - The answer of O(prometheus_url) in the shape of M(ansible.builtin.uri)'s result (C(url), C(status), C(json));
+      C(status) is -1 and C(msg) says why when nothing answered. Null without O(prometheus_url).
+  returned: always
+  type: dict
 """
 
 import socket
@@ -126,7 +137,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_in
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport, probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import (
     OpenUrlTransport,
@@ -174,8 +185,9 @@ def read_server(module: AnsibleModule, server: dict[str, Any], host: HostFiles, 
     return dict(entry, key=key)
 
 
-def read_all(module: AnsibleModule, host: HostFiles, transport: Transport) -> list[dict[str, Any]]:
-    """Every server of O(servers): the files one after the other, then the live reads at once."""
+def read_all(module: AnsibleModule, host: HostFiles, transport: Transport) -> dict[str, Any]:
+    """Every server of O(servers): the files one after the other, then the live reads (and O(prometheus_url)) at
+    once."""
     p = module.params
     name = p["name"] or socket.gethostname()
     entries = [read_server(module, server, host, name) for server in p["servers"]]
@@ -186,9 +198,11 @@ def read_all(module: AnsibleModule, host: HostFiles, transport: Transport) -> li
         entry, server = pair
         entry["live"] = read_live(transport, server, entry.pop("key"), name)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(readable))) as pool:
+    url, timeout = p["prometheus_url"], p["timeout"]
+    with ThreadPoolExecutor(max_workers=len(readable) + 1) as pool:
+        prometheus = pool.submit(lambda: probe(url, timeout, transport) if url else None)
         list(pool.map(live, readable))
-    return entries
+        return {"servers": entries, "prometheus": prometheus.result()}
 
 
 def main() -> None:
@@ -199,6 +213,7 @@ def main() -> None:
             "timeout": {"type": "float", "default": 10},
             "validate_certs": {"type": "bool", "default": True},
             "name": {"type": "str"},
+            "prometheus_url": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -209,8 +224,7 @@ def main() -> None:
             raise ReadError(f"{' '.join(argv)} failed (rc={rc}): {err.strip()}")
         return str(out)
 
-    servers = read_all(module, HostFiles(root="/", run=systemctl), build_transport(module))
-    module.exit_json(changed=False, servers=servers)
+    module.exit_json(changed=False, **read_all(module, HostFiles(root="/", run=systemctl), build_transport(module)))
 
 
 if __name__ == "__main__":
