@@ -154,7 +154,7 @@ def test_the_audit_predicts_the_longest_and_the_typical_call_at_the_routers_admi
     # The router admits 64. The longest call: 524,288 - 2 = 524,286 tokens, 523,286 in = 64 chunks of 8,192 at
     # 1,000 ms: 64 s a prompt; the typical call (no sglang_workload): 32,768 tokens, 31,768 in = 4 chunks: 4 s.
     # 64 prompts first in, first out on one prefill engine, read by numpy's rule: p50 at rank 32.5, p90 at 57.7.
-    longest, typical = perf.audit_times(*production(), DSV4, steps=Stub())
+    longest, typical = perf.audit_predictions(*production(), DSV4, steps=Stub())["predicted"]
     assert longest["shape"] == "the longest call, 64 x 524,286 tokens at the router's admission"
     assert longest["ttft_p50"].startswith("2,080.00 s (") and longest["ttft_p90"].startswith("3,692.80 s (")
     assert typical["shape"] == "a typical call, 64 x 32,768 tokens at the router's admission"
@@ -166,7 +166,8 @@ def test_the_audit_predicts_the_longest_and_the_typical_call_at_the_routers_admi
 def test_the_audit_says_when_time_is_not_predicted() -> None:
     hostvars, groups = production()
     hostvars["gpu-node-01"]["sglang_workload"] = {"p90_context_tokens": 16_384}
-    found = perf.audit_times(hostvars, groups, DSV4, steps=None)  # the unit tests have no estimator venv
+    # the unit tests have no estimator venv
+    found = perf.audit_predictions(hostvars, groups, DSV4, steps=None)["predicted"]
     assert [f["shape"] for f in found] == [
         "the longest call, 64 x 524,286 tokens at the router's admission",
         "a typical call, 64 x 16,384 tokens at the router's admission",

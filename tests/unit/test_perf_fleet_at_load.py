@@ -28,7 +28,7 @@ def test_one_round_answers_the_declared_shapes_and_the_measured_load() -> None:
     steps = Counting()
     found = perf.audit_predictions(*production(), DSV4, load=(3000, 1000, 1), steps=steps, speed_factor=4.0)
     assert steps.rounds == 1
-    assert found["predicted"] == perf.audit_times(*production(), DSV4, steps=Stub())
+    assert found["predicted"] == perf.audit_predictions(*production(), DSV4, steps=Stub())["predicted"]
     at_load = found["at_load"]
     assert (at_load["workload"], at_load["speed_factor"]) == ({"isl": 3000, "osl": 1000, "concurrency": 1}, 4.0)
     # one call of 3,000 in: one pass of 1,000 ms, 10 ms a step; divided by 4

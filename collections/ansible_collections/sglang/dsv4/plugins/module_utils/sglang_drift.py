@@ -27,6 +27,7 @@ from .sglang_hostfs import meta_differs
 from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
 from .smg_live import router_effective
 
+# The four layers of a value, in the order the audit reads and reports them.
 LAYERS = ("declared", "on_disk", "running", "effective")
 # Keys whose unset value SGLang derives from the GPU's memory profile: a gap to the prediction is information.
 PROFILE_KEYS = frozenset(

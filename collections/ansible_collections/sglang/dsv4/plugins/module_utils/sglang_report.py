@@ -25,7 +25,7 @@ from .sglang_capacity import (
     request_lengths,
 )
 from .sglang_chart import render_svg
-from .sglang_drift import judge
+from .sglang_drift import LAYERS, judge
 from .sglang_fleet import (
     CONTEXT,
     KV_POOL,
@@ -43,7 +43,6 @@ from .sglang_plan import Fleet
 from .sglang_risks import EngineState, FleetState, measured_time_risks, risks, workload_of
 from .sglang_risks import render as render_risks
 
-LAYERS = ("declared", "on_disk", "running", "effective")
 TITLES = {"declared": "declared", "on_disk": "on disk", "running": "running", "effective": "effective"}
 MARK = {"drift": "*", "info": "~"}
 

@@ -390,17 +390,6 @@ def audit_predictions(
     return {"predicted": predicted, "at_load": at_load}
 
 
-def audit_times(
-    hostvars: Mapping[str, Any],
-    groups: Mapping[str, list[str]],
-    model_config: Mapping[str, Any],
-    steps: StepSource | None = None,
-) -> list[dict[str, Any]]:
-    """The audit's time lines alone (audit_predictions' `predicted`)."""
-    predicted: list[dict[str, Any]] = audit_predictions(hostvars, groups, model_config, steps=steps)["predicted"]
-    return predicted
-
-
 # ---------------------------------------------------------------- the planner in time
 
 
