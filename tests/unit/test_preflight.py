@@ -21,6 +21,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight impor
     systemd_run_argv,
     transfer_needs,
 )
+from audit.audit_helpers import load_library
 
 
 @pytest.fixture
@@ -255,3 +256,53 @@ def test_the_release_check_imports_for_real_and_names_what_fails(tmp_path: Path)
         "it. libibverbs.so.1 is the RDMA verbs library (Debian and Ubuntu: apt install libibverbs1, from rdma-core). "
         "Fix: rerun.",
     ]
+
+
+def _server() -> dict[str, Any]:
+    return {"role": "decode", "unit": "sglang-dsv4-decode", "service": {"User": "root"}, "environment": "",
+            "listeners": [], "paths": [], "path_vars": [], "python": None, "imports": {}, "gpu_ids": [],
+            "sglang_argv": []}  # fmt: skip
+
+
+def _fake_systemd(statuses: list[int], names: list[str]) -> Any:
+    """subprocess.run for the module: each call answers the next exit status of `statuses`; 0 runs the probe itself
+    (what follows `--` in the systemd-run command line)."""
+    real = subprocess.run
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        names.append(next(a for a in argv if a.startswith("--unit=")))
+        status = statuses.pop(0)
+        if status:
+            return subprocess.CompletedProcess(argv, status, "", "")
+        return real(argv[argv.index("--") + 1 :], capture_output=True, text=True, timeout=60, check=False)
+
+    return run
+
+
+def test_a_transient_unit_systemd_could_not_set_up_once_is_tried_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """219/CGROUP once (seen on a loaded lab host): a second transient unit of another name runs the probe."""
+    preflight = load_library("sglang_preflight")
+    names: list[str] = []
+    monkeypatch.setattr(preflight.subprocess, "run", _fake_systemd([219, 0], names))
+    problems, notes, result = preflight.check(_server(), 60, None)
+    assert problems == [] and result["listeners"] == []
+    assert notes == ["sglang-dsv4-decode: systemd could not set up the transient unit's control group (exit 219); "
+                     "tried once more"]  # fmt: skip
+    assert len(set(names)) == 2
+
+
+@pytest.mark.parametrize("statuses", [[219, 219], [217]], ids=["cgroup-twice", "user-once"])
+def test_a_unit_systemd_cannot_set_up_is_a_problem(monkeypatch: pytest.MonkeyPatch, statuses: list[int]) -> None:
+    """219 twice, or any other status of a process systemd could not set up once: the server's own unit would fail the
+    same way."""
+    preflight = load_library("sglang_preflight")
+    names: list[str] = []
+    monkeypatch.setattr(preflight.subprocess, "run", _fake_systemd(list(statuses), names))
+    problems, _notes, _result = preflight.check(_server(), 60, None)
+    status = statuses[-1]
+    assert problems == [
+        f"sglang-dsv4-decode: a transient unit with its User=root, sandbox and environment did not run (systemd-run "
+        f"exit {status} {preflight.EXEC_STATUS[status]}: ); the server's own unit would fail to start the same way. "
+        "Check the account, WorkingDirectory and the unit overrides declared for it."
+    ]
+    assert len(names) == len(statuses)
