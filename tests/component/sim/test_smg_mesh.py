@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -51,13 +52,23 @@ def test_meshed_routers_each_admit_their_own_cap_and_the_planner_sums_them(launc
     wait_alive(routers["rA"][0].log_path, "rB", mesh["rB"])
     wait_alive(routers["rB"][0].log_path, "rA", mesh["rA"])
 
-    body = {"text": "hello world", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
+    # An admitted call runs 0.3 s + 120 tokens at 20 tokens/s = 6.3 s, so every call below is sent while the admitted
+    # ones still run, even on a loaded machine: each thread opens its connection first, then all send at once.
+    body = {"text": "hello world", "sampling_params": {"max_new_tokens": 120, "ignore_eos": True}}
+    calls = [n for n in ("rA", "rB") for _ in range(2 * CAP)]  # twice each cap at once, on each router
+    start = threading.Barrier(len(calls))
+    sent: list[float] = []
 
     def post(name: str) -> tuple[str, int]:
-        return name, httpx.post(routers[name][1] + "/generate", json=body, timeout=60).status_code
+        with httpx.Client(base_url=routers[name][1], timeout=60) as client:
+            client.get("/liveness")  # the connection is open before the barrier
+            start.wait(timeout=30)
+            sent.append(time.monotonic())
+            return name, client.post("/generate", json=body).status_code
 
-    with concurrent.futures.ThreadPoolExecutor(4 * CAP) as pool:  # twice each cap at once, on each router
-        codes = Counter(f.result() for f in [pool.submit(post, n) for n in ("rA", "rB") for _ in range(2 * CAP)])
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        codes = Counter(f.result() for f in [pool.submit(post, n) for n in calls])
+    assert max(sent) - min(sent) < 5.0, f"the calls were not sent together: {max(sent) - min(sent):.1f} s apart"
     assert codes == {("rA", 200): CAP, ("rA", 429): CAP, ("rB", 200): CAP, ("rB", 429): CAP}, codes
 
     # The planner on a fleet of two routers, each declaring that cap, in front of decode engines with room to spare.
