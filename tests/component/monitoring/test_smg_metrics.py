@@ -14,7 +14,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import P
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build
 from promtools import parse_exposition
 from sglang_envelope_cli.commands import model_config_for
-from simtools import Launcher, free_port
+from simtools import Launcher, free_port, post_together
 
 SLOW = {"SGLANG_SIM_TTFT_MS": "300", "SGLANG_SIM_TOKENS_PER_SEC": "20", "SGLANG_SIM_STEP_MS": "20"}
 COMMON = ["--served-model-name", "dsv4", "--context-length", "8192", "--max-running-requests", "16", "--enable-metrics"]
@@ -40,19 +40,16 @@ def test_smg_exports_what_the_rules_read(launcher: Launcher, lab_inventory: Any)
          "--policy", "round_robin", "--max-concurrent-requests", "1", "--queue-size", "1"]
     )  # fmt: skip
     metrics = f"http://127.0.0.1:{router.argv[router.argv.index('--prometheus-port') + 1]}/metrics"
-    body = {"text": "hello world", "sampling_params": {"max_new_tokens": 8}}
-
-    def post() -> int:
-        return httpx.post(url + "/generate", json=body, timeout=30).status_code
-
+    # One call runs (0.3 s + 60 tokens at 20 tokens/s = 3.3 s), one waits, two are refused; the pages see them.
+    body = {"text": "hello world", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
     pages: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(post) for _ in range(4)]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(f.done() for f in futures):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        calls = pool.submit(post_together, [url + "/generate"] * 4, body, 3.0)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not calls.done():
             pages.append(httpx.get(metrics, timeout=5).text)
             time.sleep(0.05)
-        codes = sorted(f.result() for f in futures)
+        codes = sorted(calls.result())
     pages.append(httpx.get(metrics, timeout=5).text)
     assert 429 in codes and 200 in codes, codes
 

@@ -7,7 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -91,6 +94,25 @@ def wait_http_ok(url: str, timeout: float, proc: Proc | None = None) -> None:
             last = repr(e)
         time.sleep(0.05)
     raise AssertionError(f"{url} not ready after {timeout}s: {last}\n{proc.log() if proc else ''}")
+
+
+def post_together(urls: list[str], body: Mapping[str, object], spread_s: float = 5.0) -> list[int]:
+    """POST `body` to every URL at once (one thread each, its connection open before a barrier) and return the status
+    codes in order. Fails if the sends were more than `spread_s` apart, which a call of that length would outlast."""
+    start = threading.Barrier(len(urls))
+    sent: list[float] = []
+
+    def post(url: str) -> int:
+        with httpx.Client(timeout=60) as client:
+            client.get(url.rsplit("/", 1)[0] + "/health")  # opens the connection
+            start.wait(timeout=30)
+            sent.append(time.monotonic())
+            return client.post(url, json=body).status_code
+
+    with ThreadPoolExecutor(len(urls)) as pool:
+        codes = list(pool.map(post, urls))
+    assert max(sent) - min(sent) < spread_s, f"the calls were not sent together: {max(sent) - min(sent):.1f} s apart"
+    return codes
 
 
 class Launcher:
