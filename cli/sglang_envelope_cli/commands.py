@@ -40,6 +40,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import re
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     GROUPS,
     engine_envelope,
+    model_config_path,
     router_envelope,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import Engine, router_admission
@@ -93,7 +94,7 @@ def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str,
 
 def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     name = (hostvars.get("sglang_model") or {}).get("name")
-    path = REPO / "models" / str(name) / "config.json"
+    path = Path(model_config_path(REPO / "models", name))
     if not path.is_file():
         raise EnvelopeError(f"sglang_model.name={name!r}: no {path}; fix: add the model's config.json there")
     return dict(json.loads(path.read_text()))

@@ -332,6 +332,15 @@ def _role_settings() -> dict[str, Any]:
 
 
 @cache
+def _models_dir() -> str:
+    """sglang_defaults_models_dir as a play from the repository root resolves it."""
+    loader = DataLoader()
+    defaults = loader.load_from_file(str(ROLE.parent / "sglang_defaults/defaults/main.yml"), trusted_as_template=True)
+    known = {"sglang_defaults_project_dir": str(REPO)}
+    return str(Templar(loader=loader, variables=known).template(defaults["sglang_defaults_models_dir"]))
+
+
+@cache
 def _inventory_spec() -> dict[str, Any]:
     specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
     return dict(specs["inventory"]["options"])
@@ -344,7 +353,7 @@ def _deep_settings(mode: str, model_name: Any) -> dict[str, Any]:
         "mode": mode,
         "parser_python": settings["sglang_validate_parser_python"],
         "smg_python": settings["sglang_validate_smg_python"],
-        "models_dir": settings["sglang_validate_models_dir"],
+        "models_dir": _models_dir(),
         "model_name": model_name,
         "cache_dir": settings["sglang_validate_deep_check_cache_dir"],
         "files_dir": str(ROLE / "files"),
@@ -400,10 +409,7 @@ def validate(inventory: Path, deep_check: str) -> list[str]:
     models = [] if type_errors else _unique(hostvars[host]["sglang_model"]["name"] for host in engines)
     model_config = None
     if len(models) == 1:
-        path = Path(
-            settings["sglang_validate_model_config"]
-            or f"{settings['sglang_validate_models_dir']}/{models[0]}/config.json"
-        )
+        path = Path(settings["sglang_validate_model_config"] or F.model_config(models[0], _models_dir()))
         model_config = json.loads(path.read_text()) if path.is_file() else None
     fleet_errors: list[str] = []
     deep: dict[str, Any] = {}
@@ -415,7 +421,7 @@ def validate(inventory: Path, deep_check: str) -> list[str]:
             type_errors,
             models,
             model_config is not None,
-            settings["sglang_validate_models_dir"],
+            _models_dir(),
             fleet_errors,
             deep.get("problems", []),
         )

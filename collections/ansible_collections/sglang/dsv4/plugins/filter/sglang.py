@@ -94,6 +94,13 @@ def model_inputs(hostvars: Mapping[str, Any], model_config: Any) -> dict[str, An
     return _plain(_declared.model_inputs(_plain(hostvars), _plain(config))) if config else None
 
 
+def model_config(name: Any, models_dir: Any) -> str:
+    """The controller's config.json of the model `name` under `models_dir` (module_utils model_config_path)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
+    return _declared.model_config_path(models_dir, name)
+
+
 def files_to_write(wanted: Mapping[str, Any], files: Mapping[str, Any]) -> list[str]:
     """The server files whose content, owner, group or mode on the host differ from what the deploy writes."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_hostfs as _hostfs
@@ -646,6 +653,7 @@ class FilterModule:
             "sglang_workers": workers,
             "sglang_local_url": local_url,
             "sglang_model_inputs": model_inputs,
+            "sglang_model_config": model_config,
             "sglang_files_to_write": files_to_write,
             "sglang_paths_to_write": paths_to_write,
             "sglang_file_entries": file_entries,

@@ -19,6 +19,11 @@ from .sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
 GROUPS = {"prefill": "sglang_prefill", "decode": "sglang_decode", "router": "sglang_router"}
 
 
+def model_config_path(models_dir: Any, name: Any) -> str:
+    """Where the controller keeps the config.json of the model `name` (sglang_model.name) under `models_dir`."""
+    return f"{str(models_dir).rstrip('/')}/{name}/config.json"
+
+
 def engine_envelope(role: str, hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The declared envelope of one engine on one host: common keys, then the role's, then derived keys."""
     if role not in ENGINE_ROLES:

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sglang_declared import GROUPS, declared_var, engine_envelope, router_argv_workers, router_envelope, workers
+from .sglang_declared import (
+    GROUPS,
+    declared_var,
+    engine_envelope,
+    model_config_path,
+    router_argv_workers,
+    router_envelope,
+    workers,
+)
 from .sglang_flags import to_argv, to_environ
 from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
@@ -347,7 +355,7 @@ def deep_check(
         return {"problems": problems, "warnings": warnings, "stats": {"checked": 0, "cached": 0, "seconds": 0}}
     models_dir = Path(str(settings.get("models_dir") or CHECKOUT / "models"))
     lines, _sources = fleet_lines(all_hostvars, groups, models_dir.resolve())
-    config_path = models_dir / str(settings.get("model_name") or "") / "config.json"
+    config_path = Path(model_config_path(models_dir, settings.get("model_name") or ""))
     model_config = config_path.read_bytes() if config_path.is_file() else b""
     cache_dir = settings.get("cache_dir")
     try:

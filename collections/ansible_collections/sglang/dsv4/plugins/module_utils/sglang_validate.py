@@ -7,7 +7,7 @@ from typing import Any
 
 from .sglang_argspec import SGLANG, choice_problem
 from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine, weights_bytes_per_gpu
-from .sglang_declared import GROUPS, declared_in, declared_var, engine_envelope, router_envelope
+from .sglang_declared import GROUPS, declared_in, declared_var, engine_envelope, model_config_path, router_envelope
 from .sglang_fleet import Engine, answer
 from .sglang_pairs import fleet_pair_problems
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
@@ -649,7 +649,7 @@ def envelope_problems(
         )
     if not type_errors and not model_config_found and len(models) == 1:
         problems.append(
-            f"sglang_model.name={models[0]}: no model config at {models_dir}/{models[0]}/config.json; "
+            f"sglang_model.name={models[0]}: no model config at {model_config_path(models_dir, models[0])}; "
             "fix: add the model config.json there or set sglang_validate_model_config"
         )
     return problems + list(fleet_errors) + list(deep_problems)
