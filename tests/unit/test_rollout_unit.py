@@ -136,13 +136,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, float]]:
     """(method, url, timeout) of every request the module opens; the request itself still goes out."""
     seen: list[tuple[str, str, float]] = []
-    real = rollout.open_url
+    real = rollout.TRANSPORT.request
 
-    def recording(url: str, *, method: str, timeout: float, **kwargs: Any) -> Any:
+    def recording(method: str, url: str, headers: Any, timeout: float, body: bytes | None = None) -> Any:
         seen.append((method, url, timeout))
-        return real(url, method=method, timeout=timeout, **kwargs)
+        return real(method, url, headers, timeout, body)
 
-    monkeypatch.setattr(rollout, "open_url", recording)
+    monkeypatch.setattr(rollout.TRANSPORT, "request", recording)
     return seen
 
 

@@ -21,8 +21,6 @@ import stat
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils import (
@@ -161,25 +159,17 @@ def process(pid: int) -> dict[str, Any]:
     return info
 
 
-def http_status(url: str, timeout: float, api_key: str | None) -> dict[str, Any]:
+def http_status(url: str, timeout: float, api_key: str | None, transport: sglang_http.Transport) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     start = time.monotonic()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
-            status, body = resp.status, resp.read(2048)
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read(2048) or b""
-    except (urllib.error.URLError, OSError) as exc:
-        return {
-            "url": url,
-            "status": None,
-            "error": str(getattr(exc, "reason", exc)),
-            "seconds": round(time.monotonic() - start, 3),
-        }
+        reply = transport.get(url, headers, timeout)
+    except sglang_http.TransportError as exc:
+        return {"url": url, "status": None, "error": exc.reason, "seconds": round(time.monotonic() - start, 3)}
     return {
         "url": url,
-        "status": status,
-        "body": body.decode("utf-8", "replace")[:512],
+        "status": reply.status,
+        "body": reply.body[:2048].decode("utf-8", "replace")[:512],
         "seconds": round(time.monotonic() - start, 3),
     }
 
@@ -241,9 +231,8 @@ def layers_of(server: dict[str, Any], facts_file: str) -> dict[str, Any]:
     return layers.snapshot()
 
 
-def live_of(server: dict[str, Any], timeout: float) -> dict[str, Any]:
+def live_of(server: dict[str, Any], timeout: float, transport: sglang_http.Transport) -> dict[str, Any]:
     api_key = api_key_of(server["env_file"])
-    transport = sglang_http.UrllibTransport()
     name = socket.gethostname()
     if server["role"] == "router":
         result = smg_live.read_router(transport, server["base_url"], api_key=api_key, timeout=timeout, host=name)
@@ -259,6 +248,7 @@ def main() -> int:
     timeout = float(spec.get("timeout", 5.0))
     started = time.monotonic()
     table = sglang_sockets.tcp_listeners()
+    transport = sglang_http.UrllibTransport()
     out: dict[str, Any] = {"hostname": socket.gethostname(), "stat": stat_paths(spec.get("paths", []))}
     servers: dict[str, Any] = {}
     for server in spec.get("servers", []):
@@ -269,14 +259,14 @@ def main() -> int:
             "processes": [process(pid) for pid in pids],
             "listeners": sglang_sockets.listeners_of(pids, table),
             "env_file": masked_env(server["env_file"]),
-            "health": http_status(server["health_url"], timeout, api_key_of(server["env_file"])),
+            "health": http_status(server["health_url"], timeout, api_key_of(server["env_file"]), transport),
         }
         try:
             item["layers"] = layers_of(server, spec.get("facts_file") or "")
         except Exception as exc:  # a broken file must not hide the other checks
             item["layers_error"] = f"{type(exc).__name__}: {exc}"
         try:
-            item["live"] = live_of(server, timeout)
+            item["live"] = live_of(server, timeout, transport)
         except Exception as exc:
             item["live_error"] = f"{type(exc).__name__}: {exc}"
         servers[server["role"]] = item

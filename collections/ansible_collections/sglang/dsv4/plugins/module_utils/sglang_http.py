@@ -1,7 +1,9 @@
-"""HTTP transport for the live readers: one GET per endpoint, answers and failures classified, never a body in an error.
+"""The HTTP transport: answers and failures classified, never a body in an error.
 
-The engine adapters (sglang_engine_live) and the router adapters (smg_live) fetch through it; tests and the
-simulator pass their own Transport.
+One transport serves every HTTP call of the collection: the live readers (the engine adapters, sglang_engine_live,
+and the router adapters, smg_live, one GET per endpoint; tests and the simulator pass their own Transport), the
+rollout's calls to the router and the engines (sglang_rollout), and the programs that run where Ansible is not
+installed (the drift exporter, the verify snapshot, benchmarks).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Reply:
-    """An HTTP answer: status and body (bytes). Error statuses are replies too."""
+    """An HTTP answer: status, body (bytes) and headers. Error statuses are replies too."""
 
     status: int
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict, compare=False)  # Date and Server differ per answer
 
 
 class TransportError(Exception):
@@ -52,9 +55,8 @@ def classify(exc: BaseException) -> TransportError:
 
 
 class UrllibTransport:
-    """Standard-library transport, for programs that run where Ansible is not installed (the drift exporter, the
-    verify snapshot, benchmarks); the modules use Ansible's own (ansible.module_utils.urls). It talks to servers on
-    the host, never through a proxy."""
+    """The standard library's HTTP client (Ansible's own is not installed where the drift exporter runs). It talks to
+    servers on the host and in the fleet, never through a proxy."""
 
     def __init__(self, validate_certs: bool = True) -> None:
         self.validate_certs = validate_certs
@@ -70,16 +72,21 @@ class UrllibTransport:
         return self._context
 
     def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Reply:
-        request = urllib.request.Request(url, headers=dict(headers), method="GET")
+        return self.request("GET", url, headers, timeout)
+
+    def request(
+        self, method: str, url: str, headers: Mapping[str, str], timeout: float, body: bytes | None = None
+    ) -> Reply:
+        request = urllib.request.Request(url, data=body, headers=dict(headers), method=method)
         context = self._tls() if url.startswith("https:") else None
         try:
             opener = urllib.request.build_opener(
                 urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
             )
             with opener.open(request, timeout=timeout) as resp:
-                return Reply(resp.status, resp.read())
+                return Reply(resp.status, resp.read(), dict(resp.headers.items()))
         except urllib.error.HTTPError as exc:
-            return Reply(exc.code, exc.read() or b"")
+            return Reply(exc.code, exc.read() or b"", dict(exc.headers.items()) if exc.headers else {})
         except (urllib.error.URLError, OSError) as exc:
             raise classify(exc) from None
         except http.client.HTTPException as exc:  # another protocol on the port, or an answer cut short

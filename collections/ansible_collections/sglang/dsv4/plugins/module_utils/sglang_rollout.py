@@ -12,20 +12,22 @@ With no worker of a role left, the router answers new requests 503 `no_available
 
 The rollout plan (what the fleet carries while each server is out) is the planner's: sglang_plan.rollout_plan.
 
-Only the standard library: the Ansible modules run this on the hosts.
+Only the standard library: the Ansible modules run this on the hosts; HTTP goes through the collection's one
+transport (sglang_http).
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.urls import open_url
+from .sglang_http import TransportError, UrllibTransport
+
+TRANSPORT = UrllibTransport()
 
 # The argument spec of the options every module that waits on a server shares (sglang_engine_gate,
 # sglang_router_worker; documented by the doc fragment sglang.wait).
@@ -58,15 +60,14 @@ def call(method: str, url: str, key: str = "", body: Any = None, timeout: float 
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        with open_url(url, data=data, headers=headers, method=method, timeout=timeout) as resp:
-            raw, status, headers = resp.read(), resp.status, dict(resp.headers.items())
-    except urllib.error.HTTPError as e:
-        raw, status, headers = e.read(), e.code, dict(e.headers.items())
+        reply = TRANSPORT.request(method, url, headers, timeout, data)
+    except TransportError as e:
+        raise (TimeoutError if e.kind == "timeout" else ConnectionError)(f"{method} {url}: {e.reason}") from None
     try:
-        parsed = json.loads(raw) if raw else None
+        parsed = json.loads(reply.body) if reply.body else None
     except ValueError:
-        parsed = raw.decode("utf-8", "replace")
-    return Answer(status, parsed, headers)
+        parsed = reply.body.decode("utf-8", "replace")
+    return Answer(reply.status, parsed, reply.headers)
 
 
 def same_url(a: str, b: str) -> bool:

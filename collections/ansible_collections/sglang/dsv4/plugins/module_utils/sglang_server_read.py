@@ -1,5 +1,5 @@
 """One SGLang server read on its host, as the info modules return it: its files and process (sglang_layers) and its
-live limits (sglang_engine_live, smg_live) through Ansible's HTTP client.
+live limits (sglang_engine_live, smg_live) through the collection's HTTP transport (sglang_http).
 
 sglang_layers_info and sglang_live_info read one server each; sglang_servers_info reads every server of a host in one
 module run (the audit). All three return these functions' results.
@@ -7,53 +7,14 @@ module run (the audit). All three return these functions' results.
 
 from __future__ import annotations
 
-import ssl
-import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.error import HTTPError
-
-from ansible.module_utils.urls import Request, make_context
 
 from .sglang_engine_live import read_engine
-from .sglang_http import Reply, Transport, TransportError, classify, probe
+from .sglang_http import Transport, probe
 from .sglang_layers import HostFiles, read_layers
 from .sglang_layout import UNIT_NAMES
 from .smg_live import read_router
-
-
-class OpenUrlTransport:
-    """HTTP GET through ansible.module_utils.urls.Request (what open_url uses).
-
-    Request.open builds a TLS context (loading the CA store, tens of milliseconds) on every call unless it is
-    given one: plain http gets an empty context it never uses, https one real context shared by all requests.
-    """
-
-    def __init__(self, validate_certs: bool) -> None:
-        self.validate_certs = validate_certs
-        self._plain = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        self._tls: ssl.SSLContext | None = None
-        self._lock = threading.Lock()
-
-    def _context(self, url: str) -> ssl.SSLContext:
-        if not url.startswith("https:"):
-            return self._plain
-        with self._lock:
-            if self._tls is None:
-                self._tls = make_context(validate_certs=self.validate_certs)
-            return self._tls
-
-    def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Reply:
-        try:
-            resp = Request().open("GET", url, headers=dict(headers), timeout=timeout, context=self._context(url),
-                                  validate_certs=self.validate_certs, follow_redirects="safe")  # fmt: skip
-            return Reply(resp.getcode(), resp.read())
-        except HTTPError as exc:
-            return Reply(exc.code, exc.read() if exc.fp else b"")
-        except TransportError:
-            raise
-        except Exception as exc:
-            raise classify(exc) from None
 
 
 def read_files(p: Mapping[str, Any], host: HostFiles, name: str) -> dict[str, Any]:

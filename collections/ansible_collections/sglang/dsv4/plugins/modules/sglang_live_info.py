@@ -208,12 +208,12 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_in
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import OpenUrlTransport, read_live
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport, UrllibTransport
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import read_live
 
 
 def build_transport(module: AnsibleModule) -> Transport:
-    return OpenUrlTransport(module.params["validate_certs"])
+    return UrllibTransport(module.params["validate_certs"])
 
 
 def resolve_api_key(module: AnsibleModule) -> str | None:

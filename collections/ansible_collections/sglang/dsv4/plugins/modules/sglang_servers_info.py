@@ -137,13 +137,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_in
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport, probe
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Transport, UrllibTransport, probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import (
-    OpenUrlTransport,
-    read_files,
-    read_live,
-)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_server_read import read_files, read_live
 
 SERVER_OPTIONS: dict[str, Any] = {
     "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
@@ -165,7 +161,7 @@ class ReadError(Exception):
 
 
 def build_transport(module: AnsibleModule) -> Transport:
-    return OpenUrlTransport(module.params["validate_certs"])
+    return UrllibTransport(module.params["validate_certs"])
 
 
 def read_server(module: AnsibleModule, server: dict[str, Any], host: HostFiles, name: str) -> dict[str, Any]:
