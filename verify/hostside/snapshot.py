@@ -231,8 +231,9 @@ def layers_of(server: dict[str, Any], facts_file: str) -> dict[str, Any]:
     return layers.snapshot()
 
 
-def live_of(server: dict[str, Any], timeout: float, transport: sglang_http.Transport) -> dict[str, Any]:
-    api_key = api_key_of(server["env_file"])
+def live_of(
+    server: dict[str, Any], timeout: float, api_key: str | None, transport: sglang_http.Transport
+) -> dict[str, Any]:
     name = socket.gethostname()
     if server["role"] == "router":
         result = smg_live.read_router(transport, server["base_url"], api_key=api_key, timeout=timeout, host=name)
@@ -254,19 +255,20 @@ def main() -> int:
     for server in spec.get("servers", []):
         unit = unit_state(server["unit"])
         pids = cgroup_pids(unit.get("ControlGroup", ""))
+        api_key = api_key_of(server["env_file"])
         item: dict[str, Any] = {
             "unit": unit,
             "processes": [process(pid) for pid in pids],
             "listeners": sglang_sockets.listeners_of(pids, table),
             "env_file": masked_env(server["env_file"]),
-            "health": http_status(server["health_url"], timeout, api_key_of(server["env_file"]), transport),
+            "health": http_status(server["health_url"], timeout, api_key, transport),
         }
         try:
             item["layers"] = layers_of(server, spec.get("facts_file") or "")
         except Exception as exc:  # a broken file must not hide the other checks
             item["layers_error"] = f"{type(exc).__name__}: {exc}"
         try:
-            item["live"] = live_of(server, timeout, transport)
+            item["live"] = live_of(server, timeout, api_key, transport)
         except Exception as exc:
             item["live_error"] = f"{type(exc).__name__}: {exc}"
         servers[server["role"]] = item
