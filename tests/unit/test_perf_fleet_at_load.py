@@ -48,3 +48,37 @@ def test_without_a_step_source_or_a_load() -> None:
     found = perf.audit_predictions(*production(), DSV4, load=(3000, 1000, 1), steps=None)  # no estimator venv here
     assert found["at_load"] == {"unavailable": perf.NOT_PREDICTED}
     assert perf.audit_predictions(*production(), DSV4, steps=Stub())["at_load"] == {}
+
+
+class Recording(Stub):
+    def __init__(self) -> None:
+        self.asked: list[object] = []
+
+    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
+        self.asked += queries
+        return super().prefill(queries)
+
+    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
+        self.asked += queries
+        return super().decode(queries)
+
+
+def test_two_windows_of_a_steady_load_ask_the_estimator_the_same_steps() -> None:
+    # 1,542 and 1,519 prompt tokens, 318 and 322 output tokens: both 1,500 + 320 to two figures, so the second
+    # audit's steps are the first's (answered from the estimator's cache)
+    first, second = Recording(), Recording()
+    one = perf.audit_predictions(*production(), DSV4, load=(1542, 318, 3), steps=first)
+    two = perf.audit_predictions(*production(), DSV4, load=(1519, 322, 3), steps=second)
+    assert first.asked == second.asked
+    assert one["at_load"]["workload"] == two["at_load"]["workload"] == {"isl": 1500, "osl": 320, "concurrency": 3}
+    # a load that moved beyond the grid asks anew
+    third = Recording()
+    perf.audit_predictions(*production(), DSV4, load=(1650, 318, 3), steps=third)
+    assert third.asked != first.asked
+
+
+@pytest.mark.parametrize(
+    ("tokens", "grid"), [(1542, 1500), (1550, 1600), (32, 32), (7, 7), (0, 1), (524288, 520000), (99_999, 100_000)]
+)
+def test_token_counts_go_to_two_significant_figures(tokens: int, grid: int) -> None:
+    assert perf.two_figures(tokens) == grid

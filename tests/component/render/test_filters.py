@@ -162,3 +162,51 @@ def test_a_host_release_needs_the_backends_its_engines_declare() -> None:
         },
     }
     assert F.transfer_needs(hostvars, ["sglang_router"]) == {"requirements": [], "imports": {}}
+
+
+PLACES = {
+    "bin_dir": "/opt/sglang/bin",
+    "env_dir": "/etc/sglang",
+    "unit_dir": "/etc/systemd/system",
+    "facts_file": "/etc/ansible/facts.d/sglang.fact",
+    "release_fact_file": "/etc/ansible/facts.d/sglang_release.fact",
+    "file_modes": {name: {"owner": "root", "group": "root", "mode": "0640"} for name in ("script", "env_file", "unit")},
+}
+
+
+def test_the_audit_describes_a_decode_server_once_with_its_files_and_endpoint() -> None:
+    hostvars = {"inventory_hostname": "gpu1", "sglang_decode": {"port": 30001, "max_running_requests": 48},
+                "sglang_api_key": "s3cret"}  # fmt: skip
+    found = F.audit_server("decode", hostvars, True, PLACES, {"ignored": 1}, "", "/opt/sglang/releases", "3")
+    record, read = found["record"], found["read"]
+    assert (record["host"], record["role"]) == ("gpu1", "decode")
+    assert (record["expected_workers"], record["model"]) == (None, None)
+    assert record["declared"]["max_running_requests"] == 48 and record["declared"]["api_key"] == "<set>"
+    assert "s3cret" not in repr(found)
+    assert record["declared_files"]["env_file"] == {"path": "/etc/sglang/dsv4-decode.env", "owner": "root",
+                                                    "group": "root", "mode": "0640"}  # fmt: skip
+    assert read == {
+        "role": "decode",
+        "unit": "sglang-dsv4-decode",
+        "script": "/opt/sglang/bin/serve_dsv4_decode.sh",
+        "env_file": "/etc/sglang/dsv4-decode.env",
+        "facts_file": "/etc/ansible/facts.d/sglang.fact",
+        "release_fact_file": "/etc/ansible/facts.d/sglang_release.fact",
+        "unit_dir": "/etc/systemd/system",
+        "releases_dir": "/opt/sglang/releases",
+        "keep_releases": 3,
+        "endpoint": "http://127.0.0.1:30001",
+        "metrics": True,
+    }
+
+
+def test_the_audit_describes_a_router_with_the_workers_it_expects_and_no_releases() -> None:
+    workers = {"prefill": ["http://10.0.0.1:30000"], "decode": ["http://10.0.0.2:30001"]}
+    found = F.audit_server("router", {"inventory_hostname": "r1", "sglang_router": {"port": 8000}}, False, PLACES,
+                           workers, "", "/opt/sglang/releases", 3)  # fmt: skip
+    assert found["record"]["expected_workers"] == workers and found["record"]["model"] is None
+    assert (found["read"]["unit"], found["read"]["releases_dir"], found["read"]["endpoint"]) == (
+        "sglang-dsv4-router",
+        None,
+        "http://127.0.0.1:8000",
+    )

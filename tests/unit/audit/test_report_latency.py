@@ -28,7 +28,7 @@ def figure(ms: float, text: str) -> dict[str, Any]:
 
 
 AT_LOAD = {
-    "workload": {"isl": 1542, "osl": 32, "concurrency": 12},
+    "workload": {"isl": 1500, "osl": 32, "concurrency": 12},  # the measured 1,542 to two figures
     "ttft_p50": figure(250.0, "0.25 s (hand)"),
     "ttft_p90": figure(400.0, "0.40 s (hand)"),
     "itl_p50": figure(5.0, "5.00 ms (hand)"),
@@ -65,7 +65,7 @@ def test_measured_beside_the_model_with_ratio_and_sources(record: dict[str, Any]
         "request; 12 running",
         "  TTFT (24 requests) mean 216.4 ms, p50 188.9 ms, p90 372.0 ms; ITL (744 tokens) mean 10.1 ms, p50 11.5 ms, "
         "p90 14.4 ms; E2E (24 requests) mean 529.4 ms, p50 520.0 ms, p90 680.0 ms",
-        "measured vs the model at the measured load (12 call(s) of 1,542 in + 32 out):",
+        "measured vs the model at the measured load (12 call(s) of 1,500 in + 32 out, to two figures):",
         f"  TTFT p50: measured 188.9 ms ({SIM}), model 0.25 s (hand): ratio 0.76",
         f"  TTFT p90: measured 372.0 ms ({SIM}), model 0.40 s (hand): ratio 0.93",
         f"  ITL p50: measured 11.5 ms ({SIM}), model 5.00 ms (hand): ratio 2.31",

@@ -7,7 +7,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 # The core modules are imported inside each filter: Ansible loads this file anew for every task that names one of
@@ -463,6 +463,43 @@ def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, A
 _ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
 
 
+def audit_server(
+    role: str,
+    hostvars: Mapping[str, Any],
+    api_key: Any,
+    places: Mapping[str, Any],
+    workers: Mapping[str, Any],
+    model_text: Any,
+    releases_dir: str,
+    keep_releases: Any,
+) -> dict[str, Any]:
+    """One server of this host as the audit sees it, its envelope and layout worked out once: `record`, what the report
+    judges it against (sglang_drift.judge: the declared envelope, the files the deploy writes, the router's expected
+    `workers`, the model's inputs from `model_text`), and `read`, what sglang_servers_info reads on the host."""
+    engine = role != "router"
+    declared = engine_envelope(hostvars, role, api_key) if engine else router_envelope(hostvars, api_key)
+    layout = server_layout(role, declared, places)
+    return {
+        "record": {
+            "host": hostvars["inventory_hostname"],
+            "role": role,
+            "declared": declared,
+            "declared_files": layout["files"],
+            "expected_workers": None if engine else _plain(workers),
+            "model": model_inputs(hostvars, model_text) if engine else None,
+        },
+        "read": {
+            "role": role,
+            **{k: layout[k] for k in ("unit", "script", "env_file", "facts_file", "release_fact_file")},
+            "unit_dir": str(PurePosixPath(layout["unit_file"]).parent),
+            "releases_dir": str(releases_dir) if engine else None,
+            "keep_releases": int(keep_releases),
+            "endpoint": layout["url"],
+            "metrics": declared.get("enable_metrics", True) is not False,
+        },
+    }
+
+
 def env_quote(value: Any) -> str:
     """A value for a systemd EnvironmentFile line: bare when safe, else double-quoted with escapes."""
     text = str(value)
@@ -646,6 +683,7 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "sglang_engine_envelope": engine_envelope,
+            "sglang_audit_server": audit_server,
             "sglang_router_envelope": router_envelope,
             "sglang_render_args": render_args,
             "sglang_environ": environ,

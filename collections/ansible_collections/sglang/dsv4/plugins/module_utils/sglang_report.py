@@ -476,7 +476,7 @@ def measured_lines(measured: Mapping[str, Any]) -> list[str]:
     work = at_load.get("workload") or {}
     lines.append(
         f"measured vs the model at the measured load ({work.get('concurrency')} call(s) of {work.get('isl', 0):,} in "
-        f"+ {work.get('osl', 0):,} out):"
+        f"+ {work.get('osl', 0):,} out, to two figures):"
     )
     for name, key, stat, predicted_key in COMPARED:
         figure = decode.get(key) or {}

@@ -340,6 +340,20 @@ def at_speed(pred: Prediction, factor: float | None) -> Prediction:
     )
 
 
+def two_figures(tokens: int) -> int:
+    """`tokens` to two significant figures (1,542 -> 1,500; 32 -> 32), at least 1."""
+    return max(1, int(float(f"{tokens:.2g}")))
+
+
+def on_grid(load: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A measured load (prompt tokens, output tokens, concurrency) with its token counts to two significant figures
+    (at most 5 % off, against the audit's +-50 % tolerance): the load moves a little with every Prometheus window, and
+    on the grid successive audits of a steady load ask the estimator the same steps, which it answers from its cache
+    instead of a new process (about 3 s)."""
+    isl, osl, calls = load
+    return two_figures(isl), two_figures(osl), calls
+
+
 def audit_predictions(
     hostvars: Mapping[str, Any],
     groups: Mapping[str, list[str]],
@@ -353,7 +367,8 @@ def audit_predictions(
     admitted concurrency (else what the decode fleet runs at once), as {shape, ttft_p50, ttft_p90, itl_p50, itl_p90,
     binding} texts or {shape, unavailable}; and `at_load`, the prediction at the measured load `load` = (prompt
     tokens, output tokens, concurrency) (sglang_latency.measured_load) as as_dict gives it, with its `workload`, at
-    the simulator's `speed_factor` (at_speed); {} without a load, {unavailable} without a step source."""
+    the simulator's `speed_factor` (at_speed), the token counts on_grid; {} without a load, {unavailable} without a
+    step source."""
     fleet = fleet_from_inventory(hostvars, groups)
     memory = fleet_answer(fleet, model_config, None).memory
     work = next((hv.get("sglang_workload") for hv in hostvars.values() if hv.get("sglang_workload")), None) or {}
@@ -365,6 +380,7 @@ def audit_predictions(
         labels.append(f"{label}, {calls} x {tokens:,} tokens at the router's admission")
         cases.append((shape_of(fleet, model_config, tokens), workload(calls, tokens)))
     if load is not None:
+        load = on_grid(load)
         isl, osl, calls = load
         cases.append((shape_of(fleet, model_config, isl + osl), Workload(isl=isl, osl=osl, concurrency=calls)))
     try:
