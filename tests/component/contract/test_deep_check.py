@@ -281,12 +281,12 @@ def test_refused_by_sglang_or_smg_with_the_declared_variable(
     assert any(all(f in p for f in fragments) for p in problems), f"{fragments} not all in one of: {problems}"
 
 
+@pytest.mark.parametrize("rendered", ["production"], indirect=True)  # the inventory production() reproduces
 def test_lines_are_the_rendered_scripts(rendered: tuple[str, Path]) -> None:
     """The deep check runs the argv the serve scripts exec (playbooks/render.yml), --model-path aside, with the
     environment of their environment files."""
     name, root = rendered
-    if name != "production":
-        pytest.skip("the production inventory is the one production() reproduces")
+    assert name == "production"
     lines, _ = fleet_lines({HOST: production()}, GROUPS, MODELS)
     for line in lines:
         script = root / HOST / "opt/sglang/bin" / f"serve_dsv4_{line.role}.sh"
