@@ -23,6 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     DRIFT_RUN_METRIC,
     ENGINE_JOB,
     GENERATION_PATHS,
+    NEAR_LIMITS,
     ROUTER_JOB,
     RULES_FILE,
     RULES_TEST_FILE,
@@ -1039,3 +1040,19 @@ def test_promtool_passes_the_generated_tests_of_the_shared_envelope(tmp_path: Pa
         [promtool, "test", "rules", RULES_TEST_FILE], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+def test_each_near_limit_row_reads_a_policy_share_and_fires_in_the_fleet() -> None:
+    fields = Policy.__dataclass_fields__
+    assert all(row.share in fields and row.hold in ("for_short", "for_long") for row in NEAR_LIMITS.values())
+    fired = {a.name for group in all_alerts(_small_fleet(), Policy()).values() for a in group}
+    assert set(NEAR_LIMITS) <= fired, set(NEAR_LIMITS) - fired
+
+
+def test_a_near_limit_alert_fires_at_the_share_of_its_declared_limit_by_hand() -> None:
+    # ROUTER's queue_size 256 at a share of 0.55: 140.8, so the line is 141 queued; 140 stays calm
+    (queue,) = [a for a in router_alerts(ROUTER, Policy(queue_warning=0.55)) if a.name == "SMGQueueNearFull"]
+    assert queue.expr == 'max by (server) (smg_admission_queue_depth{job="sglang_router",server="r1:router"}) >= 141'
+    assert [c.fires for c in queue.cases] == [True, False]
+    assert [c.series[0][1].split("x")[0] for c in queue.cases] == ["141", "140"]
+    assert queue.summary == "r1:router: router queue 141+ of 256"

@@ -294,6 +294,79 @@ def _counter_cases(selector: str, window: str, for_: str, others: Sequence[tuple
     ]
 
 
+# ---------------------------------------------------------------- alerts at a share of a declared limit
+
+
+@dataclass(frozen=True)
+class NearLimit:
+    """An alert that fires when a gauge of a server reaches a share of a declared limit: `figure`, aggregated per
+    server, at or above `share` (a Policy field, sglang_monitoring_<share>) of the limit, for `hold` (a Policy
+    field). With `of_live` the limit is that live series of the server: the figure's ratio to it above the share.
+    `summary` and `description` are templates over the server `s`, `share`, `limit`, `line` (the figure that
+    fires), `percent` and what the target adds."""
+
+    alert: str
+    severity: str
+    guards: str
+    figure: str
+    aggregate: str
+    share: str
+    hold: str
+    summary: str
+    description: str
+    of_live: str = ""
+
+
+_KV_FULL = (
+    "KV tokens in use on {s} stay above {share} of the live pool (sglang:max_total_num_tokens){pool_note} "
+    "(mem_fraction_static {mem_fraction_static}, bf16_index_k {bf16_index_k}); new requests wait or running ones are "
+    "retracted"
+)
+NEAR_LIMITS: dict[str, NearLimit] = {
+    row.alert: row
+    for row in (
+        NearLimit("SGLangKVPoolNearFull", "warning", "max_total_num_tokens", "sglang:num_used_tokens", "sum",
+                  "kv_usage_warning", "for_short", "{s}: KV pool {percent} % full", _KV_FULL,
+                  of_live="sglang:max_total_num_tokens"),
+        NearLimit("SGLangKVPoolFull", "critical", "max_total_num_tokens", "sglang:num_used_tokens", "sum",
+                  "kv_usage_critical", "for_short", "{s}: KV pool {percent} % full", _KV_FULL,
+                  of_live="sglang:max_total_num_tokens"),
+        NearLimit("SGLangRunningNearLimit", "warning", "max_running_requests", "sglang:num_running_reqs", "sum",
+                  "running_warning", "for_long", "{s}: {line}+ requests running of {limit}",
+                  "Running requests on {s} reached {share} of the effective max_running_requests {limit} (declared "
+                  "{var}.max_running_requests={declared}, capped by the KV pool as SGLang does); further requests "
+                  "queue at the engine"),
+        NearLimit("SMGAdmissionNearLimit", "warning", "max_concurrent_requests", "smg_admission_inflight", "max",
+                  "admission_warning", "for_long", "{s}: {line}+ requests in flight of {limit}",
+                  "Requests in flight at the router {s} reached {share} of sglang_router.max_concurrent_requests="
+                  "{limit}; further requests wait in its queue"),
+        NearLimit("SMGQueueNearFull", "warning", "queue_size", "smg_admission_queue_depth", "max", "queue_warning",
+                  "for_short", "{s}: router queue {line}+ of {limit}",
+                  "The router queue on {s} holds {share} of sglang_router.queue_size={limit}: when it is full, "
+                  "requests get 429; queued ones time out after queue_timeout_secs={queue_timeout_secs}"),
+    )
+}  # fmt: skip
+
+
+def near_limit(alert: str, s: str, sel: str, limit: int, policy: Policy, page: int = 1, **fields: Any) -> Alert:
+    """The NEAR_LIMITS row `alert` for the server `s` (selector `sel`) with its declared `limit` (with `of_live`: the
+    live figure its test cases use), and its promtool cases: at the line and just below it (`page` tokens each side
+    of a share of a live pool)."""
+    row = NEAR_LIMITS[alert]
+    share, hold = float(getattr(policy, row.share)), str(getattr(policy, row.hold))
+    figure = f"{row.aggregate} by (server) ({row.figure}{sel})"
+    values: dict[str, Any] = {"s": s, "share": _num(share), "limit": limit, "percent": int(share * 100), **fields}
+    if row.of_live:
+        expr = f"{figure} / sum by (server) ({row.of_live}{sel}) > {_num(share)}"
+        series = [f"{row.figure}{sel}", f"{row.of_live}{sel}"]
+        fire, calm = [math.ceil(limit * share) + page, limit], [math.floor(limit * share) - page, limit]
+    else:
+        values["line"] = line = math.ceil(limit * share)
+        expr, series, fire, calm = f"{figure} >= {line}", [f"{row.figure}{sel}"], [line], [line - 1]
+    return Alert(row.alert, row.severity, s, expr, hold, row.summary.format(**values), row.guards,
+                 row.description.format(**values), _gauge_cases(series, fire, calm, hold))  # fmt: skip
+
+
 def engine_alerts(e: EngineTarget, policy: Policy) -> list[Alert]:
     s = e.server
     sel = _sel(ENGINE_JOB, s)
@@ -302,43 +375,14 @@ def engine_alerts(e: EngineTarget, policy: Policy) -> list[Alert]:
     pool, pool_note = e.pool, ""
     if pool:
         pool_note = f"; the capacity model predicts a pool of {pool:,} tokens for {var}"
-    used = f"sum by (server) (sglang:num_used_tokens{sel})"
-    total = f"sum by (server) (sglang:max_total_num_tokens{sel})"
     live_pool = pool or 1_000_000
-    for severity, frac in (("warning", policy.kv_usage_warning), ("critical", policy.kv_usage_critical)):
-        name = "SGLangKVPoolNearFull" if severity == "warning" else "SGLangKVPoolFull"
-        alerts.append(
-            Alert(
-                name, severity, s, f"{used} / {total} > {_num(frac)}", policy.for_short,
-                f"{s}: KV pool {int(frac * 100)} % full",
-                "max_total_num_tokens",
-                f"KV tokens in use on {s} stay above {_num(frac)} of the live pool (sglang:max_total_num_tokens)"
-                f"{pool_note} (mem_fraction_static {e.declared.get('mem_fraction_static')}, "
-                f"bf16_index_k {bool(e.declared.get('bf16_index_k'))}); new requests wait or running ones are "
-                "retracted",
-                _gauge_cases(
-                    [f"sglang:num_used_tokens{sel}", f"sglang:max_total_num_tokens{sel}"],
-                    [math.ceil(live_pool * frac) + e.declared.get("page_size", 1), live_pool],
-                    [math.floor(live_pool * frac) - e.declared.get("page_size", 1), live_pool],
-                    policy.for_short,
-                ),
-            )
-        )  # fmt: skip
+    for name in ("SGLangKVPoolNearFull", "SGLangKVPoolFull"):
+        alerts.append(near_limit(name, s, sel, live_pool, policy, e.declared.get("page_size", 1), pool_note=pool_note,
+                                 mem_fraction_static=e.declared.get("mem_fraction_static"),
+                                 bf16_index_k=bool(e.declared.get("bf16_index_k"))))  # fmt: skip
     if e.max_running:
-        line = math.ceil(e.max_running * policy.running_warning)
-        alerts.append(
-            Alert(
-                "SGLangRunningNearLimit", "warning", s,
-                f"sum by (server) (sglang:num_running_reqs{sel}) >= {line}", policy.for_long,
-                f"{s}: {line}+ requests running of {e.max_running}",
-                "max_running_requests",
-                f"Running requests on {s} reached {_num(policy.running_warning)} of the effective "
-                f"max_running_requests {e.max_running} (declared {var}.max_running_requests="
-                f"{e.declared.get('max_running_requests')}, capped by the KV pool as SGLang does); "
-                "further requests queue at the engine",
-                _gauge_cases([f"sglang:num_running_reqs{sel}"], [line], [line - 1], policy.for_long),
-            )
-        )  # fmt: skip
+        alerts.append(near_limit("SGLangRunningNearLimit", s, sel, e.max_running, policy, var=var,
+                                 declared=e.declared.get("max_running_requests")))  # fmt: skip
     if e.context_length:
         declared_ctx = e.declared.get("context_length")
         source = f"{var}.context_length={declared_ctx}" if declared_ctx else "the model's own context length"
@@ -454,31 +498,11 @@ def router_alerts(r: RouterTarget, policy: Policy) -> list[Alert]:
     alerts: list[Alert] = []
     mcr = d.get("max_concurrent_requests")
     if mcr and int(mcr) > 0:
-        line = math.ceil(int(mcr) * policy.admission_warning)
-        alerts.append(
-            Alert(
-                "SMGAdmissionNearLimit", "warning", s, f"max by (server) (smg_admission_inflight{sel}) >= {line}",
-                policy.for_long, f"{s}: {line}+ requests in flight of {mcr}",
-                "max_concurrent_requests",
-                f"Requests in flight at the router {s} reached {_num(policy.admission_warning)} of "
-                f"sglang_router.max_concurrent_requests={mcr}; further requests wait in its queue",
-                _gauge_cases([f"smg_admission_inflight{sel}"], [line], [line - 1], policy.for_long),
-            )
-        )  # fmt: skip
+        alerts.append(near_limit("SMGAdmissionNearLimit", s, sel, int(mcr), policy))
     qs = d.get("queue_size")
     if qs and int(qs) > 0:
-        line = math.ceil(int(qs) * policy.queue_warning)
-        alerts.append(
-            Alert(
-                "SMGQueueNearFull", "warning", s, f"max by (server) (smg_admission_queue_depth{sel}) >= {line}",
-                policy.for_short, f"{s}: router queue {line}+ of {qs}",
-                "queue_size",
-                f"The router queue on {s} holds {_num(policy.queue_warning)} of sglang_router.queue_size={qs}: when "
-                f"it is full, requests get 429; queued ones time out after queue_timeout_secs="
-                f"{d.get('queue_timeout_secs')}",
-                _gauge_cases([f"smg_admission_queue_depth{sel}"], [line], [line - 1], policy.for_short),
-            )
-        )  # fmt: skip
+        alerts.append(near_limit("SMGQueueNearFull", s, sel, int(qs), policy,
+                                 queue_timeout_secs=d.get("queue_timeout_secs")))  # fmt: skip
     rw = policy.rate_window
     status = f'{sel[:-1]},path="/generate",status_code="429",error_code=""}}'
     alerts.append(
