@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import divisors
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rules import Finding, in_range, port_findings
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
-    _divisors,
-    _port,
-    _range,
     check_engine,
     check_fleet,
     check_router,
@@ -116,35 +115,41 @@ def _twice(message: str) -> list[str]:
     return [message, message]
 
 
-PORT_RULE = "a port must be from 1 to 65535; fix: declare a free port from 1 to 65535"
+PORT_RULE = "a port must be from 1 to 65535 [{id}]; fix: declare a free port from 1 to 65535"
 NO_PORT = (
     "has no port, so it would fall back to its parser's default (SGLang and smg both take 30000, which collides "
-    "with another server); fix: declare a port from 1 to 65535"
+    "with another server) [{id}]; fix: declare a port from 1 to 65535"
 )
+ENGINE_PORT, ROUTER_PORT = PORT_RULE.format(id="engine.port"), PORT_RULE.format(id="router.port")
+ENGINE_NO_PORT, ROUTER_NO_PORT = NO_PORT.format(id="engine.port"), NO_PORT.format(id="router.port")
 NO_BOUND = (
     "smg 1.13.0 reads it as no admission bound ({meaning} 'derive 1024 per core' or 'off'), so the router admits "
-    "more than the decode fleet runs; fix: declare a positive bound <= {bound}"
+    "more than the decode fleet runs [router.max_concurrent_requests_bounded]; fix: declare a positive bound <= {bound}"
 )
 PAYLOAD = (
     "smaller than one full-context request ({tokens} tokens need up to {need} bytes at 16 bytes a token + 65536 "
-    "bytes), so smg answers 413 'Request body exceeded the payload limit (max_payload_size)'; fix: raise it to >= "
+    "bytes), so smg answers 413 'Request body exceeded the payload limit (max_payload_size)' "
+    "[router.max_payload_size_fits_context]; fix: raise it to >= "
     "{need} (the shared envelope uses 536870912)"
 )
 SWA = (
-    "--swa-full-tokens-ratio should be in range (0, 1.0] (SGLang); fix: remove it (DeepSeek-V4 defaults to 0.1) "
+    "--swa-full-tokens-ratio should be in range (0, 1.0] (SGLang) [engine.swa_full_tokens_ratio_range]; fix: remove it "
+    "(DeepSeek-V4 defaults to 0.1) "
     "or declare a ratio in (0, 1]"
 )
 TOO_BIG = (
     "h: sglang_model.params_b={params}: the weights alone take {gib} GiB per GPU at tp_size=4 (mxfp4), more than "
-    "sglang_gpu_memory_gib={mem} x mem_fraction_static allows; fix: check that params_b is in billions and "
+    "sglang_gpu_memory_gib={mem} x mem_fraction_static allows [engine.gpu_holds_weights]; fix: check that params_b is "
+    "in billions and "
     "quantization is right, or spread the model over more GPUs"
 )
 CONTRADICTS = (
-    "contradicts models/deepseek-v4-flash/config.json, which states {field}={stated}; fix: remove "
+    "contradicts models/deepseek-v4-flash/config.json, which states {field}={stated} [host.{key}_agrees]; fix: remove "
     "sglang_model.{key} (it is then taken from models/deepseek-v4-flash/config.json) or correct the one that is wrong"
 )
 MAX_QUEUED = (
-    "SGLang ignores --max-queued-requests in PD mode; fix: remove it and bound the queue with sglang_router.queue_size"
+    "SGLang ignores --max-queued-requests in PD mode [engine.max_queued_requests_unset]; fix: remove it and bound the "
+    "queue with sglang_router.queue_size"
 )
 _MIN_PAYLOAD = 524288 * 16 + 64 * 1024
 _MODEL = BASE[_M]
@@ -157,7 +162,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_R, policy="round_robbin"),
         [
             "h: sglang_router.policy='round_robbin': not one of smg 1.13.0's choices for --policy (did you mean "
-            "round_robin?); fix: use one of random, round_robin, passthrough, cache_aware, power_of_two, least_load, "
+            "round_robin?) [router.choice]; fix: use one of random, round_robin, passthrough, cache_aware, "
+            "power_of_two, least_load, "
             "manual, consistent_hashing, prefix_hash"
         ],
     ),
@@ -165,18 +171,23 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "router-empty",
         {_R: {}},
         [
-            "h: sglang_router={}: the router host declares no router envelope (port, policy, admission limits); fix: "
+            "h: sglang_router={}: the router host declares no router envelope (port, policy, admission limits) "
+            "[router.declared]; fix: "
             "declare sglang_router as in group_vars/all/envelope.yml"
         ],
     ),
-    ("router-port-unset", _with(_R, port=None), [f"h: sglang_router.port=None: the router {NO_PORT}"]),
-    ("router-port-zero", _with(_R, port=0), [f"h: sglang_router.port=0: {PORT_RULE}"]),
-    ("router-port-65536", _with(_R, port=65536), [f"h: sglang_router.port=65536: {PORT_RULE}"]),
-    ("router-prometheus-port-zero", _with(_R, prometheus_port=0), [f"h: sglang_router.prometheus_port=0: {PORT_RULE}"]),
+    ("router-port-unset", _with(_R, port=None), [f"h: sglang_router.port=None: the router {ROUTER_NO_PORT}"]),
+    ("router-port-zero", _with(_R, port=0), [f"h: sglang_router.port=0: {ROUTER_PORT}"]),
+    ("router-port-65536", _with(_R, port=65536), [f"h: sglang_router.port=65536: {ROUTER_PORT}"]),
+    (
+        "router-prometheus-port-zero",
+        _with(_R, prometheus_port=0),
+        [f"h: sglang_router.prometheus_port=0: {ROUTER_PORT}"],
+    ),
     (
         "router-prometheus-port-65536",
         _with(_R, prometheus_port=65536),
-        [f"h: sglang_router.prometheus_port=65536: {PORT_RULE}"],
+        [f"h: sglang_router.prometheus_port=65536: {ROUTER_PORT}"],
     ),
     (
         "router-prometheus-port-on-prefill",
@@ -221,7 +232,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "router-mcr-one-above-decode",
         _with(_R, max_concurrent_requests=65),
         [
-            "h: sglang_router.max_concurrent_requests=65: above what the decode fleet runs at once (64); fix: lower "
+            "h: sglang_router.max_concurrent_requests=65: above what the decode fleet runs at once (64) "
+            "[router.max_concurrent_requests_within_decode]; fix: lower "
             "it to <= 64; extra requests belong in queue_size"
         ],
     ),
@@ -232,7 +244,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             _with(_R, max_concurrent_requests=257),
         ),
         [
-            "h: sglang_router.max_concurrent_requests=257: above what the decode fleet runs at once (256); fix: "
+            "h: sglang_router.max_concurrent_requests=257: above what the decode fleet runs at once (256) "
+            "[router.max_concurrent_requests_within_decode]; fix: "
             "lower it to <= 256; extra requests belong in queue_size"
         ],
     ),
@@ -248,7 +261,10 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-queue-size-negative",
         _with(_R, queue_size=-1),
-        ["h: sglang_router.queue_size=-1: must be >= 0 (0: refuse with 429 when full); fix: e.g. 256"],
+        [
+            "h: sglang_router.queue_size=-1: must be >= 0 (0: refuse with 429 when full) "
+            "[router.queue_size_non_negative]; fix: e.g. 256"
+        ],
     ),
     (
         "router-timeouts-zero",
@@ -262,14 +278,18 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         ),
         [
             "h: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 when queue_size > 0 (smg; "
-            "queue_size=256); fix: declare e.g. 60",
-            "h: sglang_router.request_timeout_secs=0: request_timeout_secs must be > 0 seconds (smg); fix: declare "
+            "queue_size=256) [router.queue_timeout_positive]; fix: declare e.g. 60",
+            "h: sglang_router.request_timeout_secs=0: request_timeout_secs must be > 0 seconds (smg) "
+            "[router.timeouts_positive]; fix: declare "
             "e.g. 1800",
-            "h: sglang_router.health_check_interval_secs=0: health_check_interval_secs must be > 0 seconds (smg); "
+            "h: sglang_router.health_check_interval_secs=0: health_check_interval_secs must be > 0 seconds (smg) "
+            "[router.timeouts_positive]; "
             "fix: declare e.g. 60",
-            "h: sglang_router.worker_startup_timeout_secs=0: worker_startup_timeout_secs must be > 0 seconds (smg); "
+            "h: sglang_router.worker_startup_timeout_secs=0: worker_startup_timeout_secs must be > 0 seconds (smg) "
+            "[router.timeouts_positive]; "
             "fix: declare e.g. 1800",
-            "h: sglang_router.shutdown_grace_period_secs=0: shutdown_grace_period_secs must be > 0 seconds (smg); "
+            "h: sglang_router.shutdown_grace_period_secs=0: shutdown_grace_period_secs must be > 0 seconds (smg) "
+            "[router.timeouts_positive]; "
             "fix: declare e.g. 60",
         ],
     ),
@@ -277,17 +297,23 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "router-retries-below-least",
         _with(_R, retry_max_retries=0, retry_initial_backoff_ms=-1, retry_max_backoff_ms=-1),
         [
-            "h: sglang_router.retry_max_retries=0: retry_max_retries must be >= 1 (smg); fix: declare e.g. 5 (1: no "
+            "h: sglang_router.retry_max_retries=0: retry_max_retries must be >= 1 (smg) [router.retries_at_least]; "
+            "fix: declare e.g. 5 (1: no "
             "retry)",
-            "h: sglang_router.retry_initial_backoff_ms=-1: retry_initial_backoff_ms must be >= 0 (smg); fix: declare "
+            "h: sglang_router.retry_initial_backoff_ms=-1: retry_initial_backoff_ms must be >= 0 (smg) "
+            "[router.retries_at_least]; fix: declare "
             "e.g. 100",
-            "h: sglang_router.retry_max_backoff_ms=-1: retry_max_backoff_ms must be >= 0 (smg); fix: declare e.g. 2000",
+            "h: sglang_router.retry_max_backoff_ms=-1: retry_max_backoff_ms must be >= 0 (smg) "
+            "[router.retries_at_least]; fix: declare e.g. 2000",
         ],
     ),
     (
         "router-admission-wait-negative",
         _with(_R, pd_admission_wait_secs=-1),
-        ["h: sglang_router.pd_admission_wait_secs=-1: must be >= 0 seconds; fix: e.g. 30"],
+        [
+            "h: sglang_router.pd_admission_wait_secs=-1: must be >= 0 seconds [router.pd_admission_wait_non_negative]; "
+            "fix: e.g. 30"
+        ],
     ),
     (
         "router-admission-wait-at-bootstrap-timeout",
@@ -342,18 +368,18 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         ],
     ),
     # Engine ports and their collisions on one host.
-    ("prefill-port-zero", _with(_P, port=0), [f"h: sglang_prefill.port=0: {PORT_RULE}"]),
-    ("prefill-port-65536", _with(_P, port=65536), [f"h: sglang_prefill.port=65536: {PORT_RULE}"]),
-    ("decode-port-unset", _with(_D, port=None), [f"h: sglang_decode.port=None: the decode engine {NO_PORT}"]),
+    ("prefill-port-zero", _with(_P, port=0), [f"h: sglang_prefill.port=0: {ENGINE_PORT}"]),
+    ("prefill-port-65536", _with(_P, port=65536), [f"h: sglang_prefill.port=65536: {ENGINE_PORT}"]),
+    ("decode-port-unset", _with(_D, port=None), [f"h: sglang_decode.port=None: the decode engine {ENGINE_NO_PORT}"]),
     (
         "bootstrap-port-zero",
         _with(_P, disaggregation_bootstrap_port=0),
-        [f"h: sglang_prefill.disaggregation_bootstrap_port=0: {PORT_RULE}"],
+        [f"h: sglang_prefill.disaggregation_bootstrap_port=0: {ENGINE_PORT}"],
     ),
     (
         "bootstrap-port-65536",
         _with(_P, disaggregation_bootstrap_port=65536),
-        [f"h: sglang_prefill.disaggregation_bootstrap_port=65536: {PORT_RULE}"],
+        [f"h: sglang_prefill.disaggregation_bootstrap_port=65536: {ENGINE_PORT}"],
     ),
     (
         "decode-port-on-bootstrap-port",
@@ -374,7 +400,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "out-of-range-ports-do-not-collide",
         _both(_with(_P, port=0), _with(_D, port=0)),
-        [f"h: sglang_prefill.port=0: {PORT_RULE}", f"h: sglang_decode.port=0: {PORT_RULE}"],
+        [f"h: sglang_prefill.port=0: {ENGINE_PORT}", f"h: sglang_decode.port=0: {ENGINE_PORT}"],
     ),
     # Choices of SGLang's parser.
     (
@@ -382,7 +408,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, disaggregation_transfer_backend="mooncak"),
         _twice(
             "h: sglang_engine_common.disaggregation_transfer_backend='mooncak': not one of SGLang 0.5.23's choices "
-            "for --disaggregation-transfer-backend (did you mean mooncake?); fix: use one of mooncake, nixl, ascend, "
+            "for --disaggregation-transfer-backend (did you mean mooncake?) [engine.choice]; fix: use one of mooncake, "
+            "nixl, ascend, "
             "fake, mori, mooncake_tcp"
         ),
     ),
@@ -390,7 +417,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "kv-dtype-not-dsv4",
         _with(_C, kv_cache_dtype="fp8_e5m2"),
         _twice(
-            "h: sglang_engine_common.kv_cache_dtype='fp8_e5m2': DeepSeek-V4 allows only fp8_e4m3 or bfloat16; fix: "
+            "h: sglang_engine_common.kv_cache_dtype='fp8_e5m2': DeepSeek-V4 allows only fp8_e4m3 or bfloat16 "
+            "[engine.dsv4_kv_cache_dtype]; fix: "
             "use fp8_e4m3"
         ),
     ),
@@ -408,7 +436,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "base-gpu-id-contradicts-gpu-ids",
         _with(_P, base_gpu_id=2),
         [
-            "h: sglang_prefill.base_gpu_id=2: SGLang starts at base_gpu_id, but gpu_ids=[0, 1, 2, 3] start at 0; "
+            "h: sglang_prefill.base_gpu_id=2: SGLang starts at base_gpu_id, but gpu_ids=[0, 1, 2, 3] start at 0 "
+            "[engine.base_gpu_id_matches]; "
             "fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
         ],
     ),
@@ -417,19 +446,23 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, base_gpu_id=0),
         [
             "h: sglang_engine_common.base_gpu_id=0: SGLang starts at base_gpu_id, but gpu_ids=[4, 5, 6, 7] start at "
-            "4; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
+            "4 [engine.base_gpu_id_matches]; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
         ],
     ),
     (
         "base-gpu-id-negative",
         _with(_D, base_gpu_id=-1),
-        ["h: sglang_decode.base_gpu_id=-1: base_gpu_id must be non-negative (SGLang); fix: remove it"],
+        [
+            "h: sglang_decode.base_gpu_id=-1: base_gpu_id must be non-negative (SGLang) "
+            "[engine.base_gpu_id_non_negative]; fix: remove it"
+        ],
     ),
     (
         "dp-times-tp-gpus",
         _with(_D, dp_size=2),
         [
-            "h: sglang_decode.gpu_ids=[4, 5, 6, 7]: tp_size=4 x dp_size=2 needs 8 GPUs; fix: list 8 GPU ids or set "
+            "h: sglang_decode.gpu_ids=[4, 5, 6, 7]: tp_size=4 x dp_size=2 needs 8 GPUs [engine.gpu_count_matches]; "
+            "fix: list 8 GPU ids or set "
             "tp_size to 2"
         ],
     ),
@@ -437,47 +470,61 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "tp-not-gpu-count",
         _with(_P, tp_size=2),
         [
-            "h: sglang_prefill.gpu_ids=[0, 1, 2, 3]: tp_size=2 needs exactly 2 GPUs; fix: list 2 GPU ids or set "
+            "h: sglang_prefill.gpu_ids=[0, 1, 2, 3]: tp_size=2 needs exactly 2 GPUs [engine.gpu_count_matches]; fix: "
+            "list 2 GPU ids or set "
             "tp_size to 4"
         ],
     ),
     (
         "gpu-count-not-a-valid-tp",
         _with(_D, gpu_ids=[4, 5, 6]),
-        ["h: sglang_decode.gpu_ids=[4, 5, 6]: tp_size=4 needs exactly 4 GPUs; fix: list 4 GPU ids"],
+        [
+            "h: sglang_decode.gpu_ids=[4, 5, 6]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list "
+            "4 GPU ids"
+        ],
     ),
     (
         "gpu-count-not-divisible-by-dp",
         _both(_with(_P, gpu_ids=[0, 1]), _with(_D, dp_size=4, gpu_ids=[2, 3, 4, 5, 6, 7])),
         [
-            "h: sglang_prefill.gpu_ids=[0, 1]: tp_size=4 needs exactly 4 GPUs; fix: list 4 GPU ids or set tp_size to 2",
-            "h: sglang_decode.gpu_ids=[2, 3, 4, 5, 6, 7]: tp_size=4 x dp_size=4 needs 16 GPUs; fix: list 16 GPU ids",
+            "h: sglang_prefill.gpu_ids=[0, 1]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list 4 "
+            "GPU ids or set tp_size to 2",
+            "h: sglang_decode.gpu_ids=[2, 3, 4, 5, 6, 7]: tp_size=4 x dp_size=4 needs 16 GPUs "
+            "[engine.gpu_count_matches]; fix: list 16 GPU ids",
         ],
     ),
     (
         "gpu-ids-empty",
         _with(_P, gpu_ids=[]),
-        ["h: sglang_prefill.gpu_ids=[]: tp_size=4 needs exactly 4 GPUs; fix: list 4 GPU ids"],
+        [
+            "h: sglang_prefill.gpu_ids=[]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list 4 GPU "
+            "ids"
+        ],
     ),
     (
         "tp-not-dividing-heads-and-experts",
         _with(_P, tp_size=3, gpu_ids=[0, 1, 2]),
         [
-            "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
+            "[engine.tp_divides_heads]; fix: "
             "use a tp_size of 1, 2, 4, 8",
-            "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json) "
+            "[engine.tp_divides_experts]; fix: "
             "use a tp_size of 1, 2, 4, 8",
         ],
     ),
     (
         "tp-zero",
         _with(_C, tp_size=0),
-        _twice("h: sglang_engine_common.tp_size=0: must be >= 1; fix: declare a positive tp_size or remove it"),
+        _twice(
+            "h: sglang_engine_common.tp_size=0: must be >= 1 [engine.positive]; fix: declare a positive tp_size or "
+            "remove it"
+        ),
     ),
     (
         "dp-zero",
         _with(_D, dp_size=0),
-        ["h: sglang_decode.dp_size=0: must be >= 1; fix: declare a positive dp_size or remove it"],
+        ["h: sglang_decode.dp_size=0: must be >= 1 [engine.positive]; fix: declare a positive dp_size or remove it"],
     ),
     (
         "gpu-sets-overlap",
@@ -493,15 +540,20 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "gpu-ids-not-contiguous",
         _with(_P, gpu_ids=[0, 1, 2, 8]),
         [
-            "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: SGLang uses base_gpu_id..base_gpu_id+tp_size-1; fix: declare "
+            "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: SGLang uses base_gpu_id..base_gpu_id+tp_size-1 "
+            "[engine.gpu_ids_contiguous]; fix: declare "
             "contiguous GPU ids",
-            "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: the host has GPUs 0..7; fix: use GPU ids that exist on the host",
+            "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
+            "that exist on the host",
         ],
     ),
     (
         "gpu-id-at-gpus-per-host",
         _with(_D, gpu_ids=[5, 6, 7, 8]),
-        ["h: sglang_decode.gpu_ids=[5, 6, 7, 8]: the host has GPUs 0..7; fix: use GPU ids that exist on the host"],
+        [
+            "h: sglang_decode.gpu_ids=[5, 6, 7, 8]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
+            "that exist on the host"
+        ],
     ),
     # cuda-graph batch sizes.
     (
@@ -509,7 +561,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_D, cuda_graph_bs_decode=[]),
         [
             "h: sglang_decode.cuda_graph_bs_decode=[]: renders a bare --cuda-graph-bs-decode, which SGLang's parser "
-            "refuses (nargs '+'); fix: list at least one batch size or remove the key"
+            "refuses (nargs '+') [engine.cuda_graph_bs_decode]; fix: list at least one batch size or remove the key"
         ],
     ),
     (
@@ -517,25 +569,32 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_P, cuda_graph_bs_prefill=[]),
         [
             "h: sglang_prefill.cuda_graph_bs_prefill=[]: renders a bare --cuda-graph-bs-prefill, which SGLang's "
-            "parser refuses (nargs '+'); fix: list at least one batch size or remove the key"
+            "parser refuses (nargs '+') [engine.cuda_graph_bs_prefill]; fix: list at least one batch size or remove "
+            "the key"
         ],
     ),
     (
         "cuda-graph-bs-zero",
         _with(_D, cuda_graph_bs_decode=[0, 1, 2]),
-        ["h: sglang_decode.cuda_graph_bs_decode=[0, 1, 2]: batch sizes must be >= 1; fix: list positive batch sizes"],
+        [
+            "h: sglang_decode.cuda_graph_bs_decode=[0, 1, 2]: batch sizes must be >= 1 [engine.cuda_graph_bs_decode]; "
+            "fix: list positive batch sizes"
+        ],
     ),
     (
         "cuda-graph-bs-prefill-zero",
         _with(_P, cuda_graph_bs_prefill=[0]),
-        ["h: sglang_prefill.cuda_graph_bs_prefill=[0]: batch sizes must be >= 1; fix: list positive batch sizes"],
+        [
+            "h: sglang_prefill.cuda_graph_bs_prefill=[0]: batch sizes must be >= 1 [engine.cuda_graph_bs_prefill]; "
+            "fix: list positive batch sizes"
+        ],
     ),
     (
         "cuda-graph-bs-one-above-max-bs",
         _with(_D, cuda_graph_bs_decode=[1, 2, 65]),
         [
             "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above cuda_graph_max_bs_decode=64 are never "
-            "captured; fix: keep sizes <= 64 or raise cuda_graph_max_bs_decode"
+            "captured [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64 or raise cuda_graph_max_bs_decode"
         ],
     ),
     (
@@ -543,7 +602,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_P, cuda_graph_max_bs_prefill=8, cuda_graph_bs_prefill=[1, 9]),
         [
             "h: sglang_prefill.cuda_graph_bs_prefill=[1, 9]: sizes above cuda_graph_max_bs_prefill=8 are never "
-            "captured; fix: keep sizes <= 8 or raise cuda_graph_max_bs_prefill"
+            "captured [engine.cuda_graph_bs_prefill]; fix: keep sizes <= 8 or raise cuda_graph_max_bs_prefill"
         ],
     ),
     (
@@ -551,7 +610,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_D, cuda_graph_max_bs_decode=None, cuda_graph_bs_decode=[1, 2, 65]),
         [
             "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above max_running_requests=64 are never used by "
-            "a decode batch; fix: keep sizes <= 64"
+            "a decode batch [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64"
         ],
     ),
     (
@@ -559,14 +618,14 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_D, cuda_graph_max_bs_decode=65),
         [
             "h: sglang_decode.cuda_graph_max_bs_decode=65: above max_running_requests=64: no decode batch is ever that "
-            "large; fix: lower it to <= 64"
+            "large [engine.cuda_graph_max_bs_within_running]; fix: lower it to <= 64"
         ],
     ),
     (
         "cuda-graph-max-bs-prefill-zero",
         _with(_P, cuda_graph_max_bs_prefill=0),
         [
-            "h: sglang_prefill.cuda_graph_max_bs_prefill=0: must be >= 1; fix: declare a positive "
+            "h: sglang_prefill.cuda_graph_max_bs_prefill=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "cuda_graph_max_bs_prefill or remove it"
         ],
     ),
@@ -584,19 +643,26 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "fraction-one",
         _with(_D, mem_fraction_static=1.0),
-        ["h: sglang_decode.mem_fraction_static=1.0: must be in (0, 1); fix: use e.g. 0.83"],
+        [
+            "h: sglang_decode.mem_fraction_static=1.0: must be in (0, 1) [engine.mem_fraction_static_range]; fix: use "
+            "e.g. 0.83"
+        ],
     ),
     (
         "fraction-zero",
         _with(_P, mem_fraction_static=0.0),
-        ["h: sglang_prefill.mem_fraction_static=0.0: must be in (0, 1); fix: use e.g. 0.83"],
+        [
+            "h: sglang_prefill.mem_fraction_static=0.0: must be in (0, 1) [engine.mem_fraction_static_range]; fix: use "
+            "e.g. 0.83"
+        ],
     ),
     (
         "fraction-below-the-weights",
         _with(_D, mem_fraction_static=0.24),
         [
             "h: sglang_decode.mem_fraction_static=0.24: leaves 33.8 GiB per GPU for weights and KV, and the weights "
-            "alone take 35.1 GiB at tp_size=4; fix: raise it above 0.25 (the shared envelope uses 0.78 to 0.83)"
+            "alone take 35.1 GiB at tp_size=4 [engine.fraction_holds_weights]; fix: raise it above 0.25 (the shared "
+            "envelope uses 0.78 to 0.83)"
         ],
     ),
     (
@@ -604,7 +670,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_D, mem_fraction_static=0.25),
         [
             "h: the decode engine's envelope (sglang_engine_common, sglang_decode): weights (35.1 GiB per GPU) leave "
-            "no GPU memory at mem_fraction_static=0.25 on 141.0 GiB GPUs; fix: raise mem_fraction_static or tp_size"
+            "no GPU memory at mem_fraction_static=0.25 on 141.0 GiB GPUs [engine.capacity_model]; fix: raise "
+            "mem_fraction_static or tp_size"
         ],
     ),
     (
@@ -612,9 +679,11 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         {"sglang_gpu_memory_gib": 40},
         [
             "h: sglang_prefill.mem_fraction_static=0.78: leaves 31.2 GiB per GPU for weights and KV, and the weights "
-            "alone take 35.1 GiB at tp_size=4; fix: raise it above 0.88 (the shared envelope uses 0.78 to 0.83)",
+            "alone take 35.1 GiB at tp_size=4 [engine.fraction_holds_weights]; fix: raise it above 0.88 (the shared "
+            "envelope uses 0.78 to 0.83)",
             "h: sglang_decode.mem_fraction_static=0.83: leaves 33.2 GiB per GPU for weights and KV, and the weights "
-            "alone take 35.1 GiB at tp_size=4; fix: raise it above 0.88 (the shared envelope uses 0.78 to 0.83)",
+            "alone take 35.1 GiB at tp_size=4 [engine.fraction_holds_weights]; fix: raise it above 0.88 (the shared "
+            "envelope uses 0.78 to 0.83)",
         ],
     ),
     (
@@ -640,10 +709,12 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         ),
         [
             "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): weights (35.1 GiB per GPU) "
-            "leave no GPU memory at mem_fraction_static=0.675 on 40.0 GiB GPUs; fix: raise mem_fraction_static or "
+            "leave no GPU memory at mem_fraction_static=0.675 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
+            "mem_fraction_static or "
             "tp_size",
             "h: the decode engine's envelope (sglang_engine_common, sglang_decode): weights (35.1 GiB per GPU) leave "
-            "no GPU memory at mem_fraction_static=0.9 on 40.0 GiB GPUs; fix: raise mem_fraction_static or tp_size",
+            "no GPU memory at mem_fraction_static=0.9 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
+            "mem_fraction_static or tp_size",
         ],
     ),
     # Context length, token pools, chunking and paging.
@@ -651,7 +722,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "context-one-above-model-max",
         _with(_C, context_length=1048577),
         _twice(
-            "h: sglang_engine_common.context_length=1048577: above the model's maximum 1048576; fix: lower it to <= "
+            "h: sglang_engine_common.context_length=1048577: above the model's maximum 1048576 "
+            "[engine.context_within_model]; fix: lower it to <= "
             "1048576"
         ),
     ),
@@ -659,7 +731,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "context-zero",
         _with(_C, context_length=0),
         _twice(
-            "h: sglang_engine_common.context_length=0: must be >= 1; fix: declare a positive context_length or "
+            "h: sglang_engine_common.context_length=0: must be >= 1 [engine.positive]; fix: declare a positive "
+            "context_length or "
             "remove it"
         ),
     ),
@@ -667,7 +740,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "context-above-kv-pool",
         _with(_P, mem_fraction_static=0.29),
         [
-            "h: sglang_engine_common.context_length=524288: above the KV pool this envelope gets (408064 tokens); "
+            "h: sglang_engine_common.context_length=524288: above the KV pool this envelope gets (408064 tokens) "
+            "[engine.context_within_kv_pool]; "
             "fix: lower context_length or raise mem_fraction_static"
         ],
     ),
@@ -675,20 +749,25 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "max-total-tokens-one-below-context",
         _with(_D, max_total_tokens=524287),
         [
-            "h: sglang_decode.max_total_tokens=524287: below one full-length request (context_length=524288); fix: "
+            "h: sglang_decode.max_total_tokens=524287: below one full-length request (context_length=524288) "
+            "[engine.max_total_tokens_fits_context]; fix: "
             "raise it to >= 524288 or lower context_length"
         ],
     ),
     (
         "max-total-tokens-zero",
         _with(_D, max_total_tokens=0),
-        ["h: sglang_decode.max_total_tokens=0: must be >= 1; fix: declare a positive max_total_tokens or remove it"],
+        [
+            "h: sglang_decode.max_total_tokens=0: must be >= 1 [engine.positive]; fix: declare a positive "
+            "max_total_tokens or remove it"
+        ],
     ),
     (
         "max-running-zero",
         _with(_D, max_running_requests=0),
         [
-            "h: sglang_decode.max_running_requests=0: must be >= 1; fix: declare a positive max_running_requests or "
+            "h: sglang_decode.max_running_requests=0: must be >= 1 [engine.positive]; fix: declare a positive "
+            "max_running_requests or "
             "remove it"
         ],
     ),
@@ -701,7 +780,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "max-prefill-zero",
         _with(_C, max_prefill_tokens=0),
         _twice(
-            "h: sglang_engine_common.max_prefill_tokens=0: must be >= 1; fix: declare a positive max_prefill_tokens "
+            "h: sglang_engine_common.max_prefill_tokens=0: must be >= 1 [engine.positive]; fix: declare a positive "
+            "max_prefill_tokens "
             "or remove it"
         ),
     ),
@@ -710,7 +790,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, chunked_prefill_size=16640),
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=16640: larger than max_prefill_tokens=16384, which caps "
-            "every prefill batch; fix: lower it to <= 16384 or raise max_prefill_tokens"
+            "every prefill batch [engine.chunk_within_max_prefill]; fix: lower it to <= 16384 or raise "
+            "max_prefill_tokens"
         ),
     ),
     (
@@ -718,7 +799,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, chunked_prefill_size=1000),
         [
             "h: sglang_engine_common.chunked_prefill_size=1000: chunked_prefill_size must be divisible by page_size "
-            "(256) (SGLang); fix: use a multiple of 256, e.g. 768"
+            "(256) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 256, e.g. 768"
         ],
     ),
     (
@@ -726,7 +807,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, chunked_prefill_size=100),
         [
             "h: sglang_engine_common.chunked_prefill_size=100: chunked_prefill_size must be divisible by page_size "
-            "(256) (SGLang); fix: use a multiple of 256, e.g. 256"
+            "(256) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 256, e.g. 256"
         ],
     ),
     (
@@ -734,7 +815,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, chunked_prefill_size=0),
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=0: must be a positive chunk size, or -1 to disable chunked "
-            "prefill; fix: declare e.g. 8192"
+            "prefill [engine.chunked_prefill_size_valid]; fix: declare e.g. 8192"
         ),
     ),
     (
@@ -742,33 +823,41 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_C, chunked_prefill_size=-2),
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=-2: must be a positive chunk size, or -1 to disable chunked "
-            "prefill; fix: declare e.g. 8192"
+            "prefill [engine.chunked_prefill_size_valid]; fix: declare e.g. 8192"
         ),
     ),
     (
         "page-size-not-256",
         _with(_C, page_size=64),
         _twice(
-            "h: sglang_engine_common.page_size=64: SGLang forces 256 for DeepSeek-V4; fix: declare 256 or leave it "
+            "h: sglang_engine_common.page_size=64: SGLang forces 256 for DeepSeek-V4 [engine.dsv4_page_size]; fix: "
+            "declare 256 or leave it "
             "unset"
         ),
     ),
     (
         "page-size-zero",
         _with(_C, page_size=0),
-        _twice("h: sglang_engine_common.page_size=0: must be >= 1; fix: declare a positive page_size or remove it"),
+        _twice(
+            "h: sglang_engine_common.page_size=0: must be >= 1 [engine.positive]; fix: declare a positive page_size or "
+            "remove it"
+        ),
     ),
     (
         "watchdog-zero",
         _with(_C, watchdog_timeout=0),
-        _twice("h: sglang_engine_common.watchdog_timeout=0.0: must be > 0 seconds; fix: declare e.g. 600"),
+        _twice(
+            "h: sglang_engine_common.watchdog_timeout=0.0: must be > 0 seconds [engine.watchdog_timeout_positive]; "
+            "fix: declare e.g. 600"
+        ),
     ),
     (
         "served-name-colon",
         _with(_C, served_model_name="deepseek:v4"),
         _twice(
             "h: sglang_engine_common.served_model_name='deepseek:v4': served_model_name cannot contain a colon (':') "
-            "character; SGLang reserves it for 'model:adapter'; fix: declare 'deepseek-v4'"
+            "character; SGLang reserves it for 'model:adapter' [engine.served_model_name_no_colon]; fix: declare "
+            "'deepseek-v4'"
         ),
     ),
     (
@@ -777,7 +866,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         [
             "h: sglang_decode.enable_deepseek_v4_fp4_indexer=True: SGLang 0.5.23 refuses it at startup on H200 "
             "(SM90): '--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer "
-            "support.'; fix: remove it; bf16_index_k keeps long-context recall on H200"
+            "support.' [engine.dsv4_fp4_indexer_off]; fix: remove it; bf16_index_k keeps long-context recall on H200"
         ],
     ),
     # PD pairs (checked after the engines and the router).
@@ -795,7 +884,8 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "gpu-memory-above-1024",
         {"sglang_gpu_memory_gib": 1025},
         [
-            "h: sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB; fix: "
+            "h: sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
+            "[host.gpu_memory_in_gib]; fix: "
             "declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
         ],
     ),
@@ -834,11 +924,12 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         "params-zero",
         {_M: {**_MODEL, "params_b": 0}},
         [
-            "h: sglang_model.params_b=0: must be > 0 (billions); fix: declare e.g. 284 (billions)",
+            "h: sglang_model.params_b=0: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
+            "(billions)",
             "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): params_b=0.0 must be > 0 "
-            "(billions of parameters)",
+            "(billions of parameters) [engine.capacity_model]",
             "h: the decode engine's envelope (sglang_engine_common, sglang_decode): params_b=0.0 must be > 0 "
-            "(billions of parameters)",
+            "(billions of parameters) [engine.capacity_model]",
         ],
     ),
     (
@@ -968,14 +1059,15 @@ V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         {_C: {**BASE_V32[_C], "page_size": 64, "chunked_prefill_size": 1000}},
         [
             "h: sglang_engine_common.chunked_prefill_size=1000: chunked_prefill_size must be divisible by page_size "
-            "(64) (SGLang); fix: use a multiple of 64, e.g. 960"
+            "(64) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 64, e.g. 960"
         ],
     ),
     (
         "context-one-above-model-max",
         {_C: {**BASE_V32[_C], "context_length": 163841}},
         _twice(
-            "h: sglang_engine_common.context_length=163841: above the model's maximum 163840; fix: lower it to <= "
+            "h: sglang_engine_common.context_length=163841: above the model's maximum 163840 "
+            "[engine.context_within_model]; fix: lower it to <= "
             "163840"
         ),
     ),
@@ -983,7 +1075,8 @@ V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         "tp-not-dividing-heads-on-16-gpus",
         {_P: {**BASE_V32[_P], "tp_size": 3, "gpu_ids": [0, 1, 2]}},
         [
-            "h: sglang_prefill.tp_size=3: must divide the model's 128 attention heads (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=3: must divide the model's 128 attention heads (models/.../config.json) "
+            "[engine.tp_divides_heads]; fix: "
             "use a tp_size of 1, 2, 4, 8, 16"
         ],
     ),
@@ -1017,7 +1110,8 @@ def test_ports_and_gpus_are_per_host() -> None:
         (
             129,
             [
-                "p: sglang_router.max_concurrent_requests=129: above what the decode fleet runs at once (128); fix: "
+                "p: sglang_router.max_concurrent_requests=129: above what the decode fleet runs at once (128) "
+                "[router.max_concurrent_requests_within_decode]; fix: "
                 "lower it to <= 128; extra requests belong in queue_size"
             ],
         ),
@@ -1037,7 +1131,8 @@ def test_host_problems_come_sorted_by_host() -> None:
     hostvars = {h: {**_engine_only("decode"), "sglang_gpu_memory_gib": 1025} for h in ("b", "a")}
     groups = {"sglang_decode": ["b", "a"]}
     rule = (
-        "sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB; fix: "
+        "sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
+        "[host.gpu_memory_in_gib]; fix: "
         "declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
     )
     assert check_fleet(hostvars, groups, DSV4) == [f"a: {rule}", f"b: {rule}"]
@@ -1050,18 +1145,25 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-memory-zero",
         {"sglang_gpu_memory_gib": 0},
-        ["h: sglang_gpu_memory_gib=0: must be > 0 (GiB of one GPU); fix: declare e.g. 141 for an H200"],
+        [
+            "h: sglang_gpu_memory_gib=0: must be > 0 (GiB of one GPU) [host.gpu_memory_positive]; fix: declare e.g. "
+            "141 for an H200"
+        ],
     ),
     (
         "gpu-memory-unset",
         {"sglang_gpu_memory_gib": None},
-        ["h: sglang_gpu_memory_gib=None: must be > 0 (GiB of one GPU); fix: declare e.g. 141 for an H200"],
+        [
+            "h: sglang_gpu_memory_gib=None: must be > 0 (GiB of one GPU) [host.gpu_memory_positive]; fix: declare e.g. "
+            "141 for an H200"
+        ],
     ),
     (
         "gpu-memory-in-mib",
         {"sglang_gpu_memory_gib": 144384},
         [
-            "h: sglang_gpu_memory_gib=144384: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB; "
+            "h: sglang_gpu_memory_gib=144384: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
+            "[host.gpu_memory_in_gib]; "
             "fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
         ],
     ),
@@ -1069,14 +1171,14 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpus-per-host-zero",
         {"sglang_gpus_per_host": 0},
-        ["h: sglang_gpus_per_host=0: must be >= 1; fix: declare the host's GPU count"],
+        ["h: sglang_gpus_per_host=0: must be >= 1 [host.gpus_per_host_positive]; fix: declare the host's GPU count"],
     ),
     (
         "params-counted-in-units",
         {_M: {**_MODEL, "params_b": 284000000000}},
         [
             "h: sglang_model.params_b=284000000000: is counted in billions of parameters; this looks like a count of "
-            "single parameters; fix: declare params_b: 284 (billions)"
+            "single parameters [host.params_b_in_billions]; fix: declare params_b: 284 (billions)"
         ],
     ),
     (
@@ -1084,18 +1186,24 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
         {_M: {**_MODEL, "params_b": 100000}},
         [
             "h: sglang_model.params_b=100000: is counted in billions of parameters; this looks like a count of single "
-            "parameters; fix: declare params_b: 0.0001 (billions)"
+            "parameters [host.params_b_in_billions]; fix: declare params_b: 0.0001 (billions)"
         ],
     ),
     (
         "params-negative-skips-the-config-comparison",
         {_M: {**_MODEL, "params_b": -1, "quantization": "fp8"}},
-        ["h: sglang_model.params_b=-1: must be > 0 (billions); fix: declare e.g. 284 (billions)"],
+        [
+            "h: sglang_model.params_b=-1: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
+            "(billions)"
+        ],
     ),
     (
         "params-zero",
         {_M: {**_MODEL, "params_b": 0}},
-        ["h: sglang_model.params_b=0: must be > 0 (billions); fix: declare e.g. 284 (billions)"],
+        [
+            "h: sglang_model.params_b=0: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
+            "(billions)"
+        ],
     ),
     (
         "model-facts-unstated",
@@ -1118,9 +1226,11 @@ def test_model_facts_neither_declared_nor_stated() -> None:
     where = "models/deepseek-v4-flash/config.json"
     assert host_problems("h", hostvars, config) == [
         f"h: sglang_model.params_b=None: neither sglang_model nor {where} (num_parameters_b) states it, and the "
-        f"capacity model needs it; fix: add num_parameters_b to {where} (preferred) or declare sglang_model.params_b",
+        f"capacity model needs it [host.params_b_stated]; fix: add num_parameters_b to {where} (preferred) or declare "
+        "sglang_model.params_b",
         f"h: sglang_model.quantization=None: neither sglang_model nor {where} (quantization) states it, and the "
-        f"capacity model needs it; fix: add quantization to {where} (preferred) or declare sglang_model.quantization",
+        f"capacity model needs it [host.quantization_stated]; fix: add quantization to {where} (preferred) or declare "
+        "sglang_model.quantization",
     ]
 
 
@@ -1144,7 +1254,8 @@ def test_declared_params_match_the_config_within_a_tolerance(declared: float, st
         if same
         else [
             f"h: sglang_model.params_b={declared!r}: contradicts models/m/config.json, which states "
-            f"num_parameters_b={stated!r}; fix: remove sglang_model.params_b (it is then taken from "
+            f"num_parameters_b={stated!r} [host.params_b_agrees]; fix: remove sglang_model.params_b (it is then taken "
+            "from "
             "models/m/config.json) or correct the one that is wrong"
         ]
     )
@@ -1159,7 +1270,10 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"gpu_ids": [-1, 0, 1, 2]},
         {},
         {},
-        ["h: sglang_prefill.gpu_ids=[-1, 0, 1, 2]: the host has GPUs 0..7; fix: use GPU ids that exist on the host"],
+        [
+            "h: sglang_prefill.gpu_ids=[-1, 0, 1, 2]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
+            "that exist on the host"
+        ],
     ),
     (
         "tp-choices-capped-by-gpus-per-host",
@@ -1167,9 +1281,11 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"sglang_gpus_per_host": 4},
         {},
         [
-            "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
+            "[engine.tp_divides_heads]; fix: "
             "use a tp_size of 1, 2, 4",
-            "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json) "
+            "[engine.tp_divides_experts]; fix: "
             "use a tp_size of 1, 2, 4",
         ],
     ),
@@ -1179,9 +1295,11 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"sglang_gpus_per_host": None},
         {"num_attention_heads": 48, "n_routed_experts": 64},
         [
-            "h: sglang_prefill.tp_size=5: must divide the model's 48 attention heads (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=5: must divide the model's 48 attention heads (models/.../config.json) "
+            "[engine.tp_divides_heads]; fix: "
             "use a tp_size of 1, 2, 4, 8",
-            "h: sglang_prefill.tp_size=5: must divide the model's 64 routed experts (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=5: must divide the model's 64 routed experts (models/.../config.json) "
+            "[engine.tp_divides_experts]; fix: "
             "use a tp_size of 1, 2, 4, 8",
         ],
     ),
@@ -1191,7 +1309,8 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"sglang_gpus_per_host": None},
         {"num_attention_heads": 72, "n_routed_experts": 0},
         [
-            "h: sglang_prefill.tp_size=5: must divide the model's 72 attention heads (models/.../config.json); fix: "
+            "h: sglang_prefill.tp_size=5: must divide the model's 72 attention heads (models/.../config.json) "
+            "[engine.tp_divides_heads]; fix: "
             "use a tp_size of 1, 2, 3, 4, 6, 8"
         ],
     ),
@@ -1201,7 +1320,8 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {},
         {"num_attention_heads": 0, "n_routed_experts": 0},
         [
-            "h: sglang_prefill.gpu_ids=[0, 1, 2]: tp_size=4 needs exactly 4 GPUs; fix: list 4 GPU ids or set "
+            "h: sglang_prefill.gpu_ids=[0, 1, 2]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list "
+            "4 GPU ids or set "
             "tp_size to 3"
         ],
     ),
@@ -1210,7 +1330,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"port": 0, "mem_fraction_static": 1.5, "gpu_ids": [0]},
         {},
         {},
-        [f"h: sglang_prefill.port=0: {PORT_RULE}"],
+        [f"h: sglang_prefill.port=0: {ENGINE_PORT}"],
     ),
 ]
 
@@ -1240,7 +1360,8 @@ ROUTER: list[tuple[str, dict[str, Any], int, int | None, list[str]]] = [
         4,
         None,
         [
-            "h: sglang_router.max_concurrent_requests=5: above what the decode fleet runs at once (4); fix: lower it "
+            "h: sglang_router.max_concurrent_requests=5: above what the decode fleet runs at once (4) "
+            "[router.max_concurrent_requests_within_decode]; fix: lower it "
             "to <= 4; extra requests belong in queue_size"
         ],
     ),
@@ -1276,16 +1397,16 @@ def test_router_against_the_decode_fleet(
 
 def test_number_helpers() -> None:
     """Open range sides, optional ports, tp divisors and the payload size of a request."""
-    assert _range("v", 5, None, None, "r", "f") == []
-    assert _range("v", None, 1, 2, "r", "f") == []
-    assert _range("v", 3, 1, 2, "r", "f") == ["v=3: r; fix: f"]
-    assert _range("v", 0, 1, None, "r", "f") == ["v=0: r; fix: f"]
-    assert _range("v", -7, None, 2, "r", "f") == []
-    assert _port("v", None, False, "the router") == []
-    assert _port("v", 1, True, "the router") == _port("v", 65535, True, "the router") == []
-    assert _divisors(12, 0) == [1]
-    assert _divisors(12, 6) == [1, 2, 3, 4, 6]
-    assert _divisors(7, 7) == [1, 7]
+    assert list(in_range("v", 5, None, None, "r", "f")) == []
+    assert list(in_range("v", None, 1, 2, "r", "f")) == []
+    assert list(in_range("v", 3, 1, 2, "r", "f")) == [Finding("v", 3, "r", "f")]
+    assert list(in_range("v", 0, 1, None, "r", "f")) == [Finding("v", 0, "r", "f")]
+    assert list(in_range("v", -7, None, 2, "r", "f")) == []
+    assert list(port_findings("v", None, False, "the router")) == []
+    assert list(port_findings("v", 1, True, "the router")) == list(port_findings("v", 65535, True, "the router")) == []
+    assert divisors(12, 0) == [1]
+    assert divisors(12, 6) == [1, 2, 3, 4, 6]
+    assert divisors(7, 7) == [1, 7]
     assert payload_bytes(0) == 65536
     assert payload_bytes(10) == 65696
 
@@ -1293,14 +1414,15 @@ def test_number_helpers() -> None:
 def test_zero_gpus_per_host_is_reported_once() -> None:
     """A host variable that is wrong by itself is reported once, not again through each engine."""
     assert check_fleet({"h": _hostvars({"sglang_gpus_per_host": 0})}, GROUPS, DSV4) == [
-        "h: sglang_gpus_per_host=0: must be >= 1; fix: declare the host's GPU count"
+        "h: sglang_gpus_per_host=0: must be >= 1 [host.gpus_per_host_positive]; fix: declare the host's GPU count"
     ]
 
 
 def test_zero_gpu_memory_is_reported_once() -> None:
     """A host variable that is wrong by itself is reported once, not again through each engine."""
     assert check_fleet({"h": _hostvars({"sglang_gpu_memory_gib": 0})}, GROUPS, DSV4) == [
-        "h: sglang_gpu_memory_gib=0: must be > 0 (GiB of one GPU); fix: declare e.g. 141 for an H200"
+        "h: sglang_gpu_memory_gib=0: must be > 0 (GiB of one GPU) [host.gpu_memory_positive]; fix: declare e.g. 141 "
+        "for an H200"
     ]
 
 
