@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import divisors
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import RULES
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rules import Finding, in_range, port_findings
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
     check_engine,
@@ -24,6 +26,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import
     payload_bytes,
 )
 
+RULE_ID = re.compile(r" \[([a-z]+\.[a-z0-9_]+)\](?:; fix: |$)")
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
@@ -110,6 +113,11 @@ def _hostvars(overrides: dict[str, Any], base: dict[str, Any] = BASE) -> dict[st
     return hostvars
 
 
+def rule_ids(problems: list[str]) -> set[str]:
+    """The ids of the rules the problems name (`[scope.name]` before `; fix:`); other checks' problems name none."""
+    return {m for p in problems for m in RULE_ID.findall(p)}
+
+
 def _twice(message: str) -> list[str]:
     """A value of sglang_engine_common is checked once per engine, so both report it."""
     return [message, message]
@@ -155,11 +163,12 @@ _MIN_PAYLOAD = 524288 * 16 + 64 * 1024
 _MODEL = BASE[_M]
 
 # (id, overrides of top-level variables, the exact problems in order)
-BAD: list[tuple[str, dict[str, Any], list[str]]] = [
+BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     # Router: smg's choices, admission bound, queue, timeouts, retries, payload size.
     (
         "router-policy-typo",
         _with(_R, policy="round_robbin"),
+        {"router.choice"},
         [
             "h: sglang_router.policy='round_robbin': not one of smg 1.13.0's choices for --policy (did you mean "
             "round_robin?) [router.choice]; fix: use one of random, round_robin, passthrough, cache_aware, "
@@ -170,28 +179,37 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-empty",
         {_R: {}},
+        {"router.declared"},
         [
             "h: sglang_router={}: the router host declares no router envelope (port, policy, admission limits) "
             "[router.declared]; fix: "
             "declare sglang_router as in group_vars/all/envelope.yml"
         ],
     ),
-    ("router-port-unset", _with(_R, port=None), [f"h: sglang_router.port=None: the router {ROUTER_NO_PORT}"]),
-    ("router-port-zero", _with(_R, port=0), [f"h: sglang_router.port=0: {ROUTER_PORT}"]),
-    ("router-port-65536", _with(_R, port=65536), [f"h: sglang_router.port=65536: {ROUTER_PORT}"]),
+    (
+        "router-port-unset",
+        _with(_R, port=None),
+        {"router.port"},
+        [f"h: sglang_router.port=None: the router {ROUTER_NO_PORT}"],
+    ),
+    ("router-port-zero", _with(_R, port=0), {"router.port"}, [f"h: sglang_router.port=0: {ROUTER_PORT}"]),
+    ("router-port-65536", _with(_R, port=65536), {"router.port"}, [f"h: sglang_router.port=65536: {ROUTER_PORT}"]),
     (
         "router-prometheus-port-zero",
         _with(_R, prometheus_port=0),
+        {"router.port"},
         [f"h: sglang_router.prometheus_port=0: {ROUTER_PORT}"],
     ),
     (
         "router-prometheus-port-65536",
         _with(_R, prometheus_port=65536),
+        {"router.port"},
         [f"h: sglang_router.prometheus_port=65536: {ROUTER_PORT}"],
     ),
     (
         "router-prometheus-port-on-prefill",
         _with(_R, prometheus_port=30000),
+        set(),
         [
             "h: sglang_router.prometheus_port=30000: port already used by sglang_prefill.port; fix: give each server "
             "on a host its own ports"
@@ -200,6 +218,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-port-on-decode",
         _with(_R, port=30001),
+        set(),
         [
             "h: sglang_router.port=30001: port already used by sglang_decode.port; fix: give each server on a host "
             "its own ports"
@@ -208,6 +227,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-mcr-unset",
         _with(_R, max_concurrent_requests=None),
+        {"router.max_concurrent_requests_bounded"},
         [
             "h: sglang_router.max_concurrent_requests=None: "
             + NO_BOUND.format(meaning="unset means -1, which means", bound=64)
@@ -216,21 +236,25 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-mcr-zero",
         _with(_R, max_concurrent_requests=0),
+        {"router.max_concurrent_requests_bounded"},
         ["h: sglang_router.max_concurrent_requests=0: " + NO_BOUND.format(meaning="0 means no limit:", bound=64)],
     ),
     (
         "router-mcr-minus-one",
         _with(_R, max_concurrent_requests=-1),
+        {"router.max_concurrent_requests_bounded"},
         ["h: sglang_router.max_concurrent_requests=-1: " + NO_BOUND.format(meaning="-1 means", bound=64)],
     ),
     (
         "router-mcr-minus-two",
         _with(_R, max_concurrent_requests=-2),
+        {"router.max_concurrent_requests_bounded"},
         ["h: sglang_router.max_concurrent_requests=-2: " + NO_BOUND.format(meaning="a negative value means", bound=64)],
     ),
     (
         "router-mcr-one-above-decode",
         _with(_R, max_concurrent_requests=65),
+        {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=65: above what the decode fleet runs at once (64) "
             "[router.max_concurrent_requests_within_decode]; fix: lower "
@@ -243,6 +267,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             _with(_D, max_running_requests=None, cuda_graph_max_bs_decode=None, cuda_graph_bs_decode=None),
             _with(_R, max_concurrent_requests=257),
         ),
+        {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=257: above what the decode fleet runs at once (256) "
             "[router.max_concurrent_requests_within_decode]; fix: "
@@ -252,6 +277,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-mcr-zero-decode-refused",
         _both(_with(_D, max_queued_requests=1), _with(_R, max_concurrent_requests=0)),
+        {"engine.max_queued_requests_unset", "router.max_concurrent_requests_bounded"},
         [
             f"h: sglang_decode.max_queued_requests=1: {MAX_QUEUED}",
             "h: sglang_router.max_concurrent_requests=0: "
@@ -261,6 +287,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-queue-size-negative",
         _with(_R, queue_size=-1),
+        {"router.queue_size_non_negative"},
         [
             "h: sglang_router.queue_size=-1: must be >= 0 (0: refuse with 429 when full) "
             "[router.queue_size_non_negative]; fix: e.g. 256"
@@ -276,6 +303,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             worker_startup_timeout_secs=0,
             shutdown_grace_period_secs=0,
         ),
+        {"router.queue_timeout_positive", "router.timeouts_positive"},
         [
             "h: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 when queue_size > 0 (smg; "
             "queue_size=256) [router.queue_timeout_positive]; fix: declare e.g. 60",
@@ -296,6 +324,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-retries-below-least",
         _with(_R, retry_max_retries=0, retry_initial_backoff_ms=-1, retry_max_backoff_ms=-1),
+        {"router.retries_at_least"},
         [
             "h: sglang_router.retry_max_retries=0: retry_max_retries must be >= 1 (smg) [router.retries_at_least]; "
             "fix: declare e.g. 5 (1: no "
@@ -310,6 +339,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-admission-wait-negative",
         _with(_R, pd_admission_wait_secs=-1),
+        {"router.pd_admission_wait_non_negative"},
         [
             "h: sglang_router.pd_admission_wait_secs=-1: must be >= 0 seconds [router.pd_admission_wait_non_negative]; "
             "fix: e.g. 30"
@@ -318,6 +348,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-admission-wait-at-bootstrap-timeout",
         _with(_R, pd_admission_wait_secs=300),
+        set(),
         [
             "h: sglang_router.pd_admission_wait_secs=300 and h: sglang_engine_extra_env."
             "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (unset: SGLang's default 300): smg holds a request's decode leg "
@@ -329,16 +360,19 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-payload-one-byte-short",
         _with(_R, max_payload_size=_MIN_PAYLOAD - 1),
+        {"router.max_payload_size_fits_context"},
         [f"h: sglang_router.max_payload_size={_MIN_PAYLOAD - 1}: " + PAYLOAD.format(tokens=524288, need=_MIN_PAYLOAD)],
     ),
     (
         "router-payload-model-max-context",
         _both(_with(_C, context_length=None), _with(_R, max_payload_size=_MIN_PAYLOAD)),
+        {"router.max_payload_size_fits_context"},
         [f"h: sglang_router.max_payload_size={_MIN_PAYLOAD}: " + PAYLOAD.format(tokens=1048576, need=16842752)],
     ),
     (
         "router-payload-declared-context-when-engines-refused",
         _both(_with(_P, max_queued_requests=1), _with(_D, max_queued_requests=1), _with(_R, max_payload_size=1)),
+        {"engine.max_queued_requests_unset", "router.max_payload_size_fits_context"},
         [
             f"h: sglang_prefill.max_queued_requests=1: {MAX_QUEUED}",
             f"h: sglang_decode.max_queued_requests=1: {MAX_QUEUED}",
@@ -353,6 +387,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             _with(_D, max_queued_requests=1),
             _with(_R, max_payload_size=1),
         ),
+        {"engine.max_queued_requests_unset"},
         [
             f"h: sglang_prefill.max_queued_requests=1: {MAX_QUEUED}",
             f"h: sglang_decode.max_queued_requests=1: {MAX_QUEUED}",
@@ -361,6 +396,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "router-key-typo",
         _with(_R, max_concurent_requests=64),
+        set(),
         [
             "h: sglang_router.max_concurent_requests=64: not a known router envelope key (did you mean "
             "max_concurrent_requests?); fix: remove it or use one of the schema keys in "
@@ -368,22 +404,30 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         ],
     ),
     # Engine ports and their collisions on one host.
-    ("prefill-port-zero", _with(_P, port=0), [f"h: sglang_prefill.port=0: {ENGINE_PORT}"]),
-    ("prefill-port-65536", _with(_P, port=65536), [f"h: sglang_prefill.port=65536: {ENGINE_PORT}"]),
-    ("decode-port-unset", _with(_D, port=None), [f"h: sglang_decode.port=None: the decode engine {ENGINE_NO_PORT}"]),
+    ("prefill-port-zero", _with(_P, port=0), {"engine.port"}, [f"h: sglang_prefill.port=0: {ENGINE_PORT}"]),
+    ("prefill-port-65536", _with(_P, port=65536), {"engine.port"}, [f"h: sglang_prefill.port=65536: {ENGINE_PORT}"]),
+    (
+        "decode-port-unset",
+        _with(_D, port=None),
+        {"engine.port"},
+        [f"h: sglang_decode.port=None: the decode engine {ENGINE_NO_PORT}"],
+    ),
     (
         "bootstrap-port-zero",
         _with(_P, disaggregation_bootstrap_port=0),
+        {"engine.port"},
         [f"h: sglang_prefill.disaggregation_bootstrap_port=0: {ENGINE_PORT}"],
     ),
     (
         "bootstrap-port-65536",
         _with(_P, disaggregation_bootstrap_port=65536),
+        {"engine.port"},
         [f"h: sglang_prefill.disaggregation_bootstrap_port=65536: {ENGINE_PORT}"],
     ),
     (
         "decode-port-on-bootstrap-port",
         _with(_P, disaggregation_bootstrap_port=30001),
+        set(),
         [
             "h: sglang_decode.port=30001: port already used by sglang_prefill.disaggregation_bootstrap_port; fix: "
             "give each server on a host its own ports"
@@ -392,6 +436,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "engine-ports-collide-at-65535",
         _both(_with(_P, port=65535), _with(_D, port=65535)),
+        set(),
         [
             "h: sglang_decode.port=65535: port already used by sglang_prefill.port; fix: give each server on a host "
             "its own ports"
@@ -400,12 +445,14 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "out-of-range-ports-do-not-collide",
         _both(_with(_P, port=0), _with(_D, port=0)),
+        {"engine.port"},
         [f"h: sglang_prefill.port=0: {ENGINE_PORT}", f"h: sglang_decode.port=0: {ENGINE_PORT}"],
     ),
     # Choices of SGLang's parser.
     (
         "transfer-backend-typo",
         _with(_C, disaggregation_transfer_backend="mooncak"),
+        {"engine.choice"},
         _twice(
             "h: sglang_engine_common.disaggregation_transfer_backend='mooncak': not one of SGLang 0.5.23's choices "
             "for --disaggregation-transfer-backend (did you mean mooncake?) [engine.choice]; fix: use one of mooncake, "
@@ -416,6 +463,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "kv-dtype-not-dsv4",
         _with(_C, kv_cache_dtype="fp8_e5m2"),
+        {"engine.dsv4_kv_cache_dtype"},
         _twice(
             "h: sglang_engine_common.kv_cache_dtype='fp8_e5m2': DeepSeek-V4 allows only fp8_e4m3 or bfloat16 "
             "[engine.dsv4_kv_cache_dtype]; fix: "
@@ -425,6 +473,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "decode-key-typo",
         _with(_D, max_runing_requests=64),
+        set(),
         [
             "h: sglang_decode.max_runing_requests=64: not a known decode envelope key (did you mean "
             "max_running_requests?); fix: remove it or use one of the schema keys in "
@@ -435,6 +484,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "base-gpu-id-contradicts-gpu-ids",
         _with(_P, base_gpu_id=2),
+        {"engine.base_gpu_id_matches"},
         [
             "h: sglang_prefill.base_gpu_id=2: SGLang starts at base_gpu_id, but gpu_ids=[0, 1, 2, 3] start at 0 "
             "[engine.base_gpu_id_matches]; "
@@ -444,6 +494,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "shared-base-gpu-id-contradicts-decode",
         _with(_C, base_gpu_id=0),
+        {"engine.base_gpu_id_matches"},
         [
             "h: sglang_engine_common.base_gpu_id=0: SGLang starts at base_gpu_id, but gpu_ids=[4, 5, 6, 7] start at "
             "4 [engine.base_gpu_id_matches]; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
@@ -452,6 +503,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "base-gpu-id-negative",
         _with(_D, base_gpu_id=-1),
+        {"engine.base_gpu_id_non_negative"},
         [
             "h: sglang_decode.base_gpu_id=-1: base_gpu_id must be non-negative (SGLang) "
             "[engine.base_gpu_id_non_negative]; fix: remove it"
@@ -460,6 +512,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "dp-times-tp-gpus",
         _with(_D, dp_size=2),
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_decode.gpu_ids=[4, 5, 6, 7]: tp_size=4 x dp_size=2 needs 8 GPUs [engine.gpu_count_matches]; "
             "fix: list 8 GPU ids or set "
@@ -469,6 +522,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "tp-not-gpu-count",
         _with(_P, tp_size=2),
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2, 3]: tp_size=2 needs exactly 2 GPUs [engine.gpu_count_matches]; fix: "
             "list 2 GPU ids or set "
@@ -478,6 +532,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-count-not-a-valid-tp",
         _with(_D, gpu_ids=[4, 5, 6]),
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_decode.gpu_ids=[4, 5, 6]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list "
             "4 GPU ids"
@@ -486,6 +541,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-count-not-divisible-by-dp",
         _both(_with(_P, gpu_ids=[0, 1]), _with(_D, dp_size=4, gpu_ids=[2, 3, 4, 5, 6, 7])),
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list 4 "
             "GPU ids or set tp_size to 2",
@@ -496,6 +552,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-ids-empty",
         _with(_P, gpu_ids=[]),
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list 4 GPU "
             "ids"
@@ -504,6 +561,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "tp-not-dividing-heads-and-experts",
         _with(_P, tp_size=3, gpu_ids=[0, 1, 2]),
+        {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
             "[engine.tp_divides_heads]; fix: "
@@ -516,6 +574,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "tp-zero",
         _with(_C, tp_size=0),
+        {"engine.positive"},
         _twice(
             "h: sglang_engine_common.tp_size=0: must be >= 1 [engine.positive]; fix: declare a positive tp_size or "
             "remove it"
@@ -524,11 +583,13 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "dp-zero",
         _with(_D, dp_size=0),
+        {"engine.positive"},
         ["h: sglang_decode.dp_size=0: must be >= 1 [engine.positive]; fix: declare a positive dp_size or remove it"],
     ),
     (
         "gpu-sets-overlap",
         _with(_D, gpu_ids=[2, 3, 4, 5]),
+        set(),
         [
             "h: sglang_decode.gpu_ids=[2, 3, 4, 5]: GPU 2 is already used by sglang_prefill; fix: give each engine "
             "its own GPUs",
@@ -539,6 +600,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-ids-not-contiguous",
         _with(_P, gpu_ids=[0, 1, 2, 8]),
+        {"engine.gpu_ids_contiguous", "engine.gpu_ids_exist"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: SGLang uses base_gpu_id..base_gpu_id+tp_size-1 "
             "[engine.gpu_ids_contiguous]; fix: declare "
@@ -550,6 +612,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-id-at-gpus-per-host",
         _with(_D, gpu_ids=[5, 6, 7, 8]),
+        {"engine.gpu_ids_exist"},
         [
             "h: sglang_decode.gpu_ids=[5, 6, 7, 8]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
             "that exist on the host"
@@ -559,6 +622,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-empty",
         _with(_D, cuda_graph_bs_decode=[]),
+        {"engine.cuda_graph_bs_decode"},
         [
             "h: sglang_decode.cuda_graph_bs_decode=[]: renders a bare --cuda-graph-bs-decode, which SGLang's parser "
             "refuses (nargs '+') [engine.cuda_graph_bs_decode]; fix: list at least one batch size or remove the key"
@@ -567,6 +631,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-prefill-empty",
         _with(_P, cuda_graph_bs_prefill=[]),
+        {"engine.cuda_graph_bs_prefill"},
         [
             "h: sglang_prefill.cuda_graph_bs_prefill=[]: renders a bare --cuda-graph-bs-prefill, which SGLang's "
             "parser refuses (nargs '+') [engine.cuda_graph_bs_prefill]; fix: list at least one batch size or remove "
@@ -576,6 +641,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-zero",
         _with(_D, cuda_graph_bs_decode=[0, 1, 2]),
+        {"engine.cuda_graph_bs_decode"},
         [
             "h: sglang_decode.cuda_graph_bs_decode=[0, 1, 2]: batch sizes must be >= 1 [engine.cuda_graph_bs_decode]; "
             "fix: list positive batch sizes"
@@ -584,6 +650,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-prefill-zero",
         _with(_P, cuda_graph_bs_prefill=[0]),
+        {"engine.cuda_graph_bs_prefill"},
         [
             "h: sglang_prefill.cuda_graph_bs_prefill=[0]: batch sizes must be >= 1 [engine.cuda_graph_bs_prefill]; "
             "fix: list positive batch sizes"
@@ -592,6 +659,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-one-above-max-bs",
         _with(_D, cuda_graph_bs_decode=[1, 2, 65]),
+        {"engine.cuda_graph_bs_decode"},
         [
             "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above cuda_graph_max_bs_decode=64 are never "
             "captured [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64 or raise cuda_graph_max_bs_decode"
@@ -600,6 +668,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-prefill-above-max-bs",
         _with(_P, cuda_graph_max_bs_prefill=8, cuda_graph_bs_prefill=[1, 9]),
+        {"engine.cuda_graph_bs_prefill"},
         [
             "h: sglang_prefill.cuda_graph_bs_prefill=[1, 9]: sizes above cuda_graph_max_bs_prefill=8 are never "
             "captured [engine.cuda_graph_bs_prefill]; fix: keep sizes <= 8 or raise cuda_graph_max_bs_prefill"
@@ -608,6 +677,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-bs-one-above-running",
         _with(_D, cuda_graph_max_bs_decode=None, cuda_graph_bs_decode=[1, 2, 65]),
+        {"engine.cuda_graph_bs_decode"},
         [
             "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above max_running_requests=64 are never used by "
             "a decode batch [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64"
@@ -616,6 +686,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-max-bs-one-above-running",
         _with(_D, cuda_graph_max_bs_decode=65),
+        {"engine.cuda_graph_max_bs_within_running"},
         [
             "h: sglang_decode.cuda_graph_max_bs_decode=65: above max_running_requests=64: no decode batch is ever that "
             "large [engine.cuda_graph_max_bs_within_running]; fix: lower it to <= 64"
@@ -624,6 +695,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "cuda-graph-max-bs-prefill-zero",
         _with(_P, cuda_graph_max_bs_prefill=0),
+        {"engine.positive"},
         [
             "h: sglang_prefill.cuda_graph_max_bs_prefill=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "cuda_graph_max_bs_prefill or remove it"
@@ -633,16 +705,19 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "swa-ratio-zero",
         _with(_C, swa_full_tokens_ratio=0.0),
+        {"engine.swa_full_tokens_ratio_range"},
         _twice(f"h: sglang_engine_common.swa_full_tokens_ratio=0.0: {SWA}"),
     ),
     (
         "swa-ratio-above-one",
         _with(_D, swa_full_tokens_ratio=1.5),
+        {"engine.swa_full_tokens_ratio_range"},
         [f"h: sglang_decode.swa_full_tokens_ratio=1.5: {SWA}"],
     ),
     (
         "fraction-one",
         _with(_D, mem_fraction_static=1.0),
+        {"engine.mem_fraction_static_range"},
         [
             "h: sglang_decode.mem_fraction_static=1.0: must be in (0, 1) [engine.mem_fraction_static_range]; fix: use "
             "e.g. 0.83"
@@ -651,6 +726,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "fraction-zero",
         _with(_P, mem_fraction_static=0.0),
+        {"engine.mem_fraction_static_range"},
         [
             "h: sglang_prefill.mem_fraction_static=0.0: must be in (0, 1) [engine.mem_fraction_static_range]; fix: use "
             "e.g. 0.83"
@@ -659,6 +735,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "fraction-below-the-weights",
         _with(_D, mem_fraction_static=0.24),
+        {"engine.fraction_holds_weights"},
         [
             "h: sglang_decode.mem_fraction_static=0.24: leaves 33.8 GiB per GPU for weights and KV, and the weights "
             "alone take 35.1 GiB at tp_size=4 [engine.fraction_holds_weights]; fix: raise it above 0.25 (the shared "
@@ -668,6 +745,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "fraction-leaves-no-kv",
         _with(_D, mem_fraction_static=0.25),
+        {"engine.capacity_model"},
         [
             "h: the decode engine's envelope (sglang_engine_common, sglang_decode): weights (35.1 GiB per GPU) leave "
             "no GPU memory at mem_fraction_static=0.25 on 141.0 GiB GPUs [engine.capacity_model]; fix: raise "
@@ -677,6 +755,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "small-gpu-fractions-below-the-weights",
         {"sglang_gpu_memory_gib": 40},
+        {"engine.fraction_holds_weights"},
         [
             "h: sglang_prefill.mem_fraction_static=0.78: leaves 31.2 GiB per GPU for weights and KV, and the weights "
             "alone take 35.1 GiB at tp_size=4 [engine.fraction_holds_weights]; fix: raise it above 0.88 (the shared "
@@ -689,6 +768,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "small-gpu-weights-above-ninety-percent",
         {"sglang_gpu_memory_gib": 39},
+        {"engine.gpu_holds_weights"},
         _twice(TOO_BIG.format(params=284, gib=35, mem=39)),
     ),
     (
@@ -698,6 +778,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             _with(_P, mem_fraction_static=None),
             _with(_D, mem_fraction_static=None),
         ),
+        {"engine.gpu_holds_weights"},
         _twice(TOO_BIG.format(params=284, gib=35, mem=39)),
     ),
     (
@@ -707,6 +788,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
             _with(_P, mem_fraction_static=None),
             _with(_D, mem_fraction_static=None),
         ),
+        {"engine.capacity_model"},
         [
             "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): weights (35.1 GiB per GPU) "
             "leave no GPU memory at mem_fraction_static=0.675 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
@@ -721,6 +803,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "context-one-above-model-max",
         _with(_C, context_length=1048577),
+        {"engine.context_within_model"},
         _twice(
             "h: sglang_engine_common.context_length=1048577: above the model's maximum 1048576 "
             "[engine.context_within_model]; fix: lower it to <= "
@@ -730,6 +813,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "context-zero",
         _with(_C, context_length=0),
+        {"engine.positive"},
         _twice(
             "h: sglang_engine_common.context_length=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "context_length or "
@@ -739,6 +823,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "context-above-kv-pool",
         _with(_P, mem_fraction_static=0.29),
+        {"engine.context_within_kv_pool"},
         [
             "h: sglang_engine_common.context_length=524288: above the KV pool this envelope gets (408064 tokens) "
             "[engine.context_within_kv_pool]; "
@@ -748,6 +833,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "max-total-tokens-one-below-context",
         _with(_D, max_total_tokens=524287),
+        {"engine.max_total_tokens_fits_context"},
         [
             "h: sglang_decode.max_total_tokens=524287: below one full-length request (context_length=524288) "
             "[engine.max_total_tokens_fits_context]; fix: "
@@ -757,6 +843,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "max-total-tokens-zero",
         _with(_D, max_total_tokens=0),
+        {"engine.positive"},
         [
             "h: sglang_decode.max_total_tokens=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "max_total_tokens or remove it"
@@ -765,6 +852,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "max-running-zero",
         _with(_D, max_running_requests=0),
+        {"engine.positive"},
         [
             "h: sglang_decode.max_running_requests=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "max_running_requests or "
@@ -774,11 +862,13 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "max-queued-zero-in-pd",
         _with(_D, max_queued_requests=0),
+        {"engine.max_queued_requests_unset"},
         [f"h: sglang_decode.max_queued_requests=0: {MAX_QUEUED}"],
     ),
     (
         "max-prefill-zero",
         _with(_C, max_prefill_tokens=0),
+        {"engine.positive"},
         _twice(
             "h: sglang_engine_common.max_prefill_tokens=0: must be >= 1 [engine.positive]; fix: declare a positive "
             "max_prefill_tokens "
@@ -788,6 +878,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "chunk-one-page-above-max-prefill",
         _with(_C, chunked_prefill_size=16640),
+        {"engine.chunk_within_max_prefill"},
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=16640: larger than max_prefill_tokens=16384, which caps "
             "every prefill batch [engine.chunk_within_max_prefill]; fix: lower it to <= 16384 or raise "
@@ -797,6 +888,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "chunk-not-page-multiple",
         _with(_C, chunked_prefill_size=1000),
+        {"engine.chunk_page_multiple"},
         [
             "h: sglang_engine_common.chunked_prefill_size=1000: chunked_prefill_size must be divisible by page_size "
             "(256) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 256, e.g. 768"
@@ -805,6 +897,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "chunk-below-one-page",
         _with(_C, chunked_prefill_size=100),
+        {"engine.chunk_page_multiple"},
         [
             "h: sglang_engine_common.chunked_prefill_size=100: chunked_prefill_size must be divisible by page_size "
             "(256) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 256, e.g. 256"
@@ -813,6 +906,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "chunk-zero",
         _with(_C, chunked_prefill_size=0),
+        {"engine.chunked_prefill_size_valid"},
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=0: must be a positive chunk size, or -1 to disable chunked "
             "prefill [engine.chunked_prefill_size_valid]; fix: declare e.g. 8192"
@@ -821,6 +915,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "chunk-minus-two",
         _with(_C, chunked_prefill_size=-2),
+        {"engine.chunked_prefill_size_valid"},
         _twice(
             "h: sglang_engine_common.chunked_prefill_size=-2: must be a positive chunk size, or -1 to disable chunked "
             "prefill [engine.chunked_prefill_size_valid]; fix: declare e.g. 8192"
@@ -829,6 +924,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "page-size-not-256",
         _with(_C, page_size=64),
+        {"engine.dsv4_page_size"},
         _twice(
             "h: sglang_engine_common.page_size=64: SGLang forces 256 for DeepSeek-V4 [engine.dsv4_page_size]; fix: "
             "declare 256 or leave it "
@@ -838,6 +934,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "page-size-zero",
         _with(_C, page_size=0),
+        {"engine.positive"},
         _twice(
             "h: sglang_engine_common.page_size=0: must be >= 1 [engine.positive]; fix: declare a positive page_size or "
             "remove it"
@@ -846,6 +943,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "watchdog-zero",
         _with(_C, watchdog_timeout=0),
+        {"engine.watchdog_timeout_positive"},
         _twice(
             "h: sglang_engine_common.watchdog_timeout=0.0: must be > 0 seconds [engine.watchdog_timeout_positive]; "
             "fix: declare e.g. 600"
@@ -854,6 +952,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "served-name-colon",
         _with(_C, served_model_name="deepseek:v4"),
+        {"engine.served_model_name_no_colon"},
         _twice(
             "h: sglang_engine_common.served_model_name='deepseek:v4': served_model_name cannot contain a colon (':') "
             "character; SGLang reserves it for 'model:adapter' [engine.served_model_name_no_colon]; fix: declare "
@@ -863,6 +962,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "fp4-indexer-on-h200",
         _with(_D, enable_deepseek_v4_fp4_indexer=True),
+        {"engine.dsv4_fp4_indexer_off"},
         [
             "h: sglang_decode.enable_deepseek_v4_fp4_indexer=True: SGLang 0.5.23 refuses it at startup on H200 "
             "(SM90): '--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer "
@@ -873,6 +973,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "pair-decode-context-shorter",
         _with(_D, context_length=262144),
+        set(),
         [
             "h: sglang_engine_common.context_length=524288 and h: sglang_decode.context_length=262144: the decode "
             "must accept every request the prefill accepts, and requests longer than the decode's context_length are "
@@ -883,6 +984,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-memory-above-1024",
         {"sglang_gpu_memory_gib": 1025},
+        {"host.gpu_memory_in_gib"},
         [
             "h: sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
             "[host.gpu_memory_in_gib]; fix: "
@@ -892,11 +994,13 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-one-billion-off",
         {_M: {**_MODEL, "params_b": 285}},
+        {"host.params_b_agrees"},
         ["h: sglang_model.params_b=285: " + CONTRADICTS.format(field="num_parameters_b", stated=284, key="params_b")],
     ),
     (
         "params-off-beyond-tolerance",
         {_M: {**_MODEL, "params_b": 284.000001}},
+        {"host.params_b_agrees"},
         [
             "h: sglang_model.params_b=284.000001: "
             + CONTRADICTS.format(field="num_parameters_b", stated=284, key="params_b")
@@ -905,6 +1009,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-too-large-for-gpus",
         {_M: {**_MODEL, "params_b": 2840}},
+        {"engine.gpu_holds_weights", "host.params_b_agrees"},
         [
             "h: sglang_model.params_b=2840: "
             + CONTRADICTS.format(field="num_parameters_b", stated=284, key="params_b"),
@@ -914,6 +1019,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-just-below-units",
         {_M: {**_MODEL, "params_b": 99999}},
+        {"engine.gpu_holds_weights", "host.params_b_agrees"},
         [
             "h: sglang_model.params_b=99999: "
             + CONTRADICTS.format(field="num_parameters_b", stated=284, key="params_b"),
@@ -923,6 +1029,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-zero",
         {_M: {**_MODEL, "params_b": 0}},
+        {"engine.capacity_model", "host.params_b_positive"},
         [
             "h: sglang_model.params_b=0: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
             "(billions)",
@@ -935,6 +1042,7 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "quantization-contradicts-config",
         {_M: {**_MODEL, "quantization": "fp8"}},
+        {"host.quantization_agrees"},
         [
             "h: sglang_model.quantization='fp8': "
             + CONTRADICTS.format(field="quantization", stated="'mxfp4'", key="quantization")
@@ -1008,10 +1116,13 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
-def test_bad_envelope_yields_exactly_its_problems(overrides: dict[str, Any], expected: list[str]) -> None:
+@pytest.mark.parametrize(("overrides", "rules", "expected"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_envelope_yields_exactly_its_problems(
+    overrides: dict[str, Any], rules: set[str], expected: list[str]
+) -> None:
     """Each broken rule is reported once per engine that breaks it, word for word, and nothing else is."""
-    assert check_fleet({"h": _hostvars(overrides)}, GROUPS, DSV4) == expected
+    problems = check_fleet({"h": _hostvars(overrides)}, GROUPS, DSV4)
+    assert (rule_ids(problems), problems) == (rules, expected)
 
 
 @pytest.mark.parametrize("overrides", [c[1] for c in GOOD], ids=[c[0] for c in GOOD])
@@ -1047,16 +1158,17 @@ BASE_V32: dict[str, Any] = {
     _P: {**BASE[_P], "gpu_ids": list(range(8))},
     _D: {**BASE[_D], "gpu_ids": list(range(8, 16))},
 }
-V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
-    ("base", {}, []),
-    ("page-size-64", {_C: {**BASE_V32[_C], "page_size": 64}}, []),
-    ("chunk-any-size-at-page-one", {_C: {**BASE_V32[_C], "chunked_prefill_size": 1001}}, []),
-    ("fp4-indexer-not-refused", {_D: {**BASE_V32[_D], "enable_deepseek_v4_fp4_indexer": True}}, []),
-    ("kv-fp8-e5m2", {_C: {**BASE_V32[_C], "kv_cache_dtype": "fp8_e5m2"}}, []),
-    ("context-at-model-max", {_C: {**BASE_V32[_C], "context_length": 163840}}, []),
+V32_CASES: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
+    ("base", {}, set(), []),
+    ("page-size-64", {_C: {**BASE_V32[_C], "page_size": 64}}, set(), []),
+    ("chunk-any-size-at-page-one", {_C: {**BASE_V32[_C], "chunked_prefill_size": 1001}}, set(), []),
+    ("fp4-indexer-not-refused", {_D: {**BASE_V32[_D], "enable_deepseek_v4_fp4_indexer": True}}, set(), []),
+    ("kv-fp8-e5m2", {_C: {**BASE_V32[_C], "kv_cache_dtype": "fp8_e5m2"}}, set(), []),
+    ("context-at-model-max", {_C: {**BASE_V32[_C], "context_length": 163840}}, set(), []),
     (
         "chunk-not-multiple-of-declared-page",
         {_C: {**BASE_V32[_C], "page_size": 64, "chunked_prefill_size": 1000}},
+        {"engine.chunk_page_multiple"},
         [
             "h: sglang_engine_common.chunked_prefill_size=1000: chunked_prefill_size must be divisible by page_size "
             "(64) (SGLang) [engine.chunk_page_multiple]; fix: use a multiple of 64, e.g. 960"
@@ -1065,6 +1177,7 @@ V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "context-one-above-model-max",
         {_C: {**BASE_V32[_C], "context_length": 163841}},
+        {"engine.context_within_model"},
         _twice(
             "h: sglang_engine_common.context_length=163841: above the model's maximum 163840 "
             "[engine.context_within_model]; fix: lower it to <= "
@@ -1074,6 +1187,7 @@ V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "tp-not-dividing-heads-on-16-gpus",
         {_P: {**BASE_V32[_P], "tp_size": 3, "gpu_ids": [0, 1, 2]}},
+        {"engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 128 attention heads (models/.../config.json) "
             "[engine.tp_divides_heads]; fix: "
@@ -1083,10 +1197,11 @@ V32_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [c[1:] for c in V32_CASES], ids=[c[0] for c in V32_CASES])
-def test_rules_of_a_model_that_is_not_dsv4(overrides: dict[str, Any], expected: list[str]) -> None:
+@pytest.mark.parametrize(("overrides", "rules", "expected"), [c[1:] for c in V32_CASES], ids=[c[0] for c in V32_CASES])
+def test_rules_of_a_model_that_is_not_dsv4(overrides: dict[str, Any], rules: set[str], expected: list[str]) -> None:
     """The DeepSeek-V4 rules stay off for another model; the generic ones use its own config."""
-    assert check_fleet({"h": _hostvars(overrides, BASE_V32)}, GROUPS, V32) == expected
+    problems = check_fleet({"h": _hostvars(overrides, BASE_V32)}, GROUPS, V32)
+    assert (rule_ids(problems), problems) == (rules, expected)
 
 
 def _engine_only(role: str, **changes: Any) -> dict[str, Any]:
@@ -1138,13 +1253,14 @@ def test_host_problems_come_sorted_by_host() -> None:
     assert check_fleet(hostvars, groups, DSV4) == [f"a: {rule}", f"b: {rule}"]
 
 
-HOST: list[tuple[str, dict[str, Any], list[str]]] = [
-    ("as-declared", {}, []),
-    ("gpu-memory-small-but-positive", {"sglang_gpu_memory_gib": 0.5}, []),
-    ("gpu-memory-1024", {"sglang_gpu_memory_gib": 1024}, []),
+HOST: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
+    ("as-declared", {}, set(), []),
+    ("gpu-memory-small-but-positive", {"sglang_gpu_memory_gib": 0.5}, set(), []),
+    ("gpu-memory-1024", {"sglang_gpu_memory_gib": 1024}, set(), []),
     (
         "gpu-memory-zero",
         {"sglang_gpu_memory_gib": 0},
+        {"host.gpu_memory_positive"},
         [
             "h: sglang_gpu_memory_gib=0: must be > 0 (GiB of one GPU) [host.gpu_memory_positive]; fix: declare e.g. "
             "141 for an H200"
@@ -1153,6 +1269,7 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-memory-unset",
         {"sglang_gpu_memory_gib": None},
+        {"host.gpu_memory_positive"},
         [
             "h: sglang_gpu_memory_gib=None: must be > 0 (GiB of one GPU) [host.gpu_memory_positive]; fix: declare e.g. "
             "141 for an H200"
@@ -1161,21 +1278,24 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "gpu-memory-in-mib",
         {"sglang_gpu_memory_gib": 144384},
+        {"host.gpu_memory_in_gib"},
         [
             "h: sglang_gpu_memory_gib=144384: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
             "[host.gpu_memory_in_gib]; "
             "fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
         ],
     ),
-    ("gpus-per-host-one", {"sglang_gpus_per_host": 1}, []),
+    ("gpus-per-host-one", {"sglang_gpus_per_host": 1}, set(), []),
     (
         "gpus-per-host-zero",
         {"sglang_gpus_per_host": 0},
+        {"host.gpus_per_host_positive"},
         ["h: sglang_gpus_per_host=0: must be >= 1 [host.gpus_per_host_positive]; fix: declare the host's GPU count"],
     ),
     (
         "params-counted-in-units",
         {_M: {**_MODEL, "params_b": 284000000000}},
+        {"host.params_b_in_billions"},
         [
             "h: sglang_model.params_b=284000000000: is counted in billions of parameters; this looks like a count of "
             "single parameters [host.params_b_in_billions]; fix: declare params_b: 284 (billions)"
@@ -1184,6 +1304,7 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-at-the-units-threshold",
         {_M: {**_MODEL, "params_b": 100000}},
+        {"host.params_b_in_billions"},
         [
             "h: sglang_model.params_b=100000: is counted in billions of parameters; this looks like a count of single "
             "parameters [host.params_b_in_billions]; fix: declare params_b: 0.0001 (billions)"
@@ -1192,6 +1313,7 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-negative-skips-the-config-comparison",
         {_M: {**_MODEL, "params_b": -1, "quantization": "fp8"}},
+        {"host.params_b_positive"},
         [
             "h: sglang_model.params_b=-1: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
             "(billions)"
@@ -1200,6 +1322,7 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "params-zero",
         {_M: {**_MODEL, "params_b": 0}},
+        {"host.params_b_positive"},
         [
             "h: sglang_model.params_b=0: must be > 0 (billions) [host.params_b_positive]; fix: declare e.g. 284 "
             "(billions)"
@@ -1208,15 +1331,20 @@ HOST: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "model-facts-unstated",
         {_M: {"name": "deepseek-v4-flash", "path": "/m"}},
+        set(),
         [],
     ),
 ]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [c[1:] for c in HOST], ids=[c[0] for c in HOST])
-def test_host_variables(overrides: dict[str, Any], expected: list[str]) -> None:
+@pytest.mark.parametrize(("overrides", "rules", "expected"), [c[1:] for c in HOST], ids=[c[0] for c in HOST])
+def test_host_variables(overrides: dict[str, Any], rules: set[str], expected: list[str]) -> None:
     """An engine host's own variables: GPU memory in GiB, its GPU count, the model's parameter count."""
-    assert host_problems("h", _hostvars(overrides), DSV4) == expected
+    problems = host_problems("h", _hostvars(overrides), DSV4)
+    assert (rule_ids(problems), problems) == (rules, expected)
+
+
+UNSTATED_RULES = {"host.params_b_stated", "host.quantization_stated"}  # need a model config that states neither
 
 
 def test_model_facts_neither_declared_nor_stated() -> None:
@@ -1224,7 +1352,9 @@ def test_model_facts_neither_declared_nor_stated() -> None:
     config = {k: v for k, v in DSV4.items() if k not in ("num_parameters_b", "quantization")}
     hostvars = _hostvars({_M: {"name": "deepseek-v4-flash", "path": "/m"}})
     where = "models/deepseek-v4-flash/config.json"
-    assert host_problems("h", hostvars, config) == [
+    problems = host_problems("h", hostvars, config)
+    assert rule_ids(problems) == UNSTATED_RULES
+    assert problems == [
         f"h: sglang_model.params_b=None: neither sglang_model nor {where} (num_parameters_b) states it, and the "
         f"capacity model needs it [host.params_b_stated]; fix: add num_parameters_b to {where} (preferred) or declare "
         "sglang_model.params_b",
@@ -1264,12 +1394,13 @@ def test_declared_params_match_the_config_within_a_tolerance(declared: float, st
 
 ENV = {"port": 30000, "tp_size": 4, "gpu_ids": [0, 1, 2, 3]}
 HV = {"sglang_gpu_memory_gib": 141, "sglang_gpus_per_host": 8}
-ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str]]] = [
+ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], set[str], list[str]]] = [
     (
         "negative-gpu-id",
         {"gpu_ids": [-1, 0, 1, 2]},
         {},
         {},
+        {"engine.gpu_ids_exist"},
         [
             "h: sglang_prefill.gpu_ids=[-1, 0, 1, 2]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
             "that exist on the host"
@@ -1280,6 +1411,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"tp_size": 3, "gpu_ids": [0, 1, 2]},
         {"sglang_gpus_per_host": 4},
         {},
+        {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
             "[engine.tp_divides_heads]; fix: "
@@ -1294,6 +1426,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"tp_size": 5, "gpu_ids": [0, 1, 2, 3, 4]},
         {"sglang_gpus_per_host": None},
         {"num_attention_heads": 48, "n_routed_experts": 64},
+        {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=5: must divide the model's 48 attention heads (models/.../config.json) "
             "[engine.tp_divides_heads]; fix: "
@@ -1308,6 +1441,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"tp_size": 5, "gpu_ids": [0, 1, 2, 3, 4]},
         {"sglang_gpus_per_host": None},
         {"num_attention_heads": 72, "n_routed_experts": 0},
+        {"engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=5: must divide the model's 72 attention heads (models/.../config.json) "
             "[engine.tp_divides_heads]; fix: "
@@ -1319,6 +1453,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"gpu_ids": [0, 1, 2]},
         {},
         {"num_attention_heads": 0, "n_routed_experts": 0},
+        {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list "
             "4 GPU ids or set "
@@ -1330,18 +1465,21 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], list[str
         {"port": 0, "mem_fraction_static": 1.5, "gpu_ids": [0]},
         {},
         {},
+        {"engine.port"},
         [f"h: sglang_prefill.port=0: {ENGINE_PORT}"],
     ),
 ]
 
 
-@pytest.mark.parametrize(("env", "hostvars", "config", "expected"), [c[1:] for c in ENGINE], ids=[c[0] for c in ENGINE])
+@pytest.mark.parametrize(
+    ("env", "hostvars", "config", "rules", "expected"), [c[1:] for c in ENGINE], ids=[c[0] for c in ENGINE]
+)
 def test_engine_gpu_rules(
-    env: dict[str, Any], hostvars: dict[str, Any], config: dict[str, Any], expected: list[str]
+    env: dict[str, Any], hostvars: dict[str, Any], config: dict[str, Any], rules: set[str], expected: list[str]
 ) -> None:
     """GPU id and tp_size rules of one engine, on hosts and models the shared envelope does not declare."""
     problems, limits = check_engine("h", "prefill", {**ENV, **env}, {**HV, **hostvars}, {**DSV4, **config})
-    assert (problems, limits) == (expected, None)
+    assert (rule_ids(problems), problems, limits) == (rules, expected, None)
 
 
 def test_a_valid_engine_returns_its_capacity_limits() -> None:
@@ -1351,14 +1489,15 @@ def test_a_valid_engine_returns_its_capacity_limits() -> None:
     assert (limits.max_running_requests, limits.context_len) == (64, 524288)
 
 
-ROUTER: list[tuple[str, dict[str, Any], int, int | None, list[str]]] = [
-    ("bound-without-decode-figure", {"max_concurrent_requests": 5}, 0, None, []),
-    ("bound-at-decode", {"max_concurrent_requests": 4}, 4, None, []),
+ROUTER: list[tuple[str, dict[str, Any], int, int | None, set[str], list[str]]] = [
+    ("bound-without-decode-figure", {"max_concurrent_requests": 5}, 0, None, set(), []),
+    ("bound-at-decode", {"max_concurrent_requests": 4}, 4, None, set(), []),
     (
         "bound-above-decode",
         {"max_concurrent_requests": 5},
         4,
         None,
+        {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=5: above what the decode fleet runs at once (4) "
             "[router.max_concurrent_requests_within_decode]; fix: lower it "
@@ -1370,29 +1509,34 @@ ROUTER: list[tuple[str, dict[str, Any], int, int | None, list[str]]] = [
         {"max_concurrent_requests": None},
         0,
         None,
+        {"router.max_concurrent_requests_bounded"},
         [
             "h: sglang_router.max_concurrent_requests=None: "
             + NO_BOUND.format(meaning="unset means -1, which means", bound="the decode engines max_running_requests")
         ],
     ),
-    ("payload-without-context", {"max_concurrent_requests": 1, "max_payload_size": 1}, 0, None, []),
-    ("payload-at-one-token", {"max_concurrent_requests": 1, "max_payload_size": 65552}, 0, 1, []),
+    ("payload-without-context", {"max_concurrent_requests": 1, "max_payload_size": 1}, 0, None, set(), []),
+    ("payload-at-one-token", {"max_concurrent_requests": 1, "max_payload_size": 65552}, 0, 1, set(), []),
     (
         "payload-one-byte-short-of-one-token",
         {"max_concurrent_requests": 1, "max_payload_size": 65551},
         0,
         1,
+        {"router.max_payload_size_fits_context"},
         ["h: sglang_router.max_payload_size=65551: " + PAYLOAD.format(tokens=1, need=65552)],
     ),
 ]
 
 
-@pytest.mark.parametrize(("env", "running", "context", "expected"), [c[1:] for c in ROUTER], ids=[c[0] for c in ROUTER])
+@pytest.mark.parametrize(
+    ("env", "running", "context", "rules", "expected"), [c[1:] for c in ROUTER], ids=[c[0] for c in ROUTER]
+)
 def test_router_against_the_decode_fleet(
-    env: dict[str, Any], running: int, context: int | None, expected: list[str]
+    env: dict[str, Any], running: int, context: int | None, rules: set[str], expected: list[str]
 ) -> None:
     """The router's bound and payload limit against what the engines run, also when that is unknown."""
-    assert check_router("h", {"port": 8000, **env}, running, context) == expected
+    problems = check_router("h", {"port": 8000, **env}, running, context)
+    assert (rule_ids(problems), problems) == (rules, expected)
 
 
 def test_number_helpers() -> None:
@@ -1430,3 +1574,27 @@ def test_a_negative_gpu_id_is_blamed_on_gpu_ids() -> None:
     """The problem names the declared variable that holds the bad value."""
     problems = check_fleet({"h": _hostvars(_with(_P, gpu_ids=[-1, 0, 1, 2]))}, GROUPS, DSV4)
     assert problems and all(p.startswith("h: sglang_prefill.gpu_ids=[-1, 0, 1, 2]: ") for p in problems), problems
+
+
+def test_rule_ids_are_unique() -> None:
+    """Each row of the rule tables has its own id."""
+    ids = [r.id for r in RULES]
+    assert len(set(ids)) == len(ids), sorted(i for i in ids if ids.count(i) > 1)
+
+
+def test_every_rule_is_triggered_by_a_case() -> None:
+    """No dead row: each rule is broken by at least one case of the tables above."""
+    named = {i for table in (BAD, V32_CASES, HOST, ENGINE, ROUTER) for case in table for i in case[-2]}
+    assert {r.id for r in RULES} - named - UNSTATED_RULES == set()
+
+
+def test_every_rule_id_a_test_names_exists() -> None:
+    """An id a test names (a case's rule set, or `[id]` in any test's text) is a row of the rule tables."""
+    scopes = "|".join(sorted({r.scope for r in RULES}))
+    in_text = {
+        m
+        for path in Path(__file__).resolve().parents[1].rglob("*.py")
+        for m in re.findall(rf" \[((?:{scopes})\.[a-z0-9_]+)\]", path.read_text())
+    }
+    in_cases = {i for table in (BAD, V32_CASES, HOST, ENGINE, ROUTER) for case in table for i in case[-2]}
+    assert (in_text | in_cases) - {r.id for r in RULES} == set()

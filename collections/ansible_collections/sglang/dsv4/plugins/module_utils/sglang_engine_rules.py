@@ -444,7 +444,7 @@ ENGINE_RULES: tuple[Rule, ...] = (
     Rule(
         "engine.choice",
         DECLARED,
-        ("every string key",),
+        ("any key whose flag has choices",),
         "a value must be one of SGLang 0.5.23's choices for its flag",
         "use one of the parser's choices",
         _choice,

@@ -162,7 +162,7 @@ ROUTER_RULES: tuple[Rule, ...] = (
     Rule(
         "router.choice",
         CHECKED,
-        ("every string key",),
+        ("any key whose flag has choices",),
         "a value must be one of smg 1.13.0's choices for its flag",
         "use one of the parser's choices",
         _choice,
