@@ -125,31 +125,28 @@ def _twice(message: str) -> list[str]:
 
 PORT_RULE = "a port must be from 1 to 65535 [{id}]; fix: declare a free port from 1 to 65535"
 NO_PORT = (
-    "has no port, so it would fall back to its parser's default (SGLang and smg both take 30000, which collides "
-    "with another server) [{id}]; fix: declare a port from 1 to 65535"
+    "has no port, so it would fall back to its parser's default (SGLang and smg both take 30000, which collides with "
+    "another server) [{id}]; fix: declare a port from 1 to 65535"
 )
 ENGINE_PORT, ROUTER_PORT = PORT_RULE.format(id="engine.port"), PORT_RULE.format(id="router.port")
 ENGINE_NO_PORT, ROUTER_NO_PORT = NO_PORT.format(id="engine.port"), NO_PORT.format(id="router.port")
 NO_BOUND = (
-    "smg 1.13.0 reads it as no admission bound ({meaning} 'derive 1024 per core' or 'off'), so the router admits "
-    "more than the decode fleet runs [router.max_concurrent_requests_bounded]; fix: declare a positive bound <= {bound}"
+    "smg 1.13.0 reads it as no admission bound ({meaning} 'derive 1024 per core' or 'off'), so the router admits more "
+    "than the decode fleet runs [router.max_concurrent_requests_bounded]; fix: declare a positive bound <= {bound}"
 )
 PAYLOAD = (
     "smaller than one full-context request ({tokens} tokens need up to {need} bytes at 16 bytes a token + 65536 "
     "bytes), so smg answers 413 'Request body exceeded the payload limit (max_payload_size)' "
-    "[router.max_payload_size_fits_context]; fix: raise it to >= "
-    "{need} (the shared envelope uses 536870912)"
+    "[router.max_payload_size_fits_context]; fix: raise it to >= {need} (the shared envelope uses 536870912)"
 )
 SWA = (
     "--swa-full-tokens-ratio should be in range (0, 1.0] (SGLang) [engine.swa_full_tokens_ratio_range]; fix: remove it "
-    "(DeepSeek-V4 defaults to 0.1) "
-    "or declare a ratio in (0, 1]"
+    "(DeepSeek-V4 defaults to 0.1) or declare a ratio in (0, 1]"
 )
 TOO_BIG = (
     "h: sglang_model.params_b={params}: the weights alone take {gib} GiB per GPU at tp_size=4 (mxfp4), more than "
     "sglang_gpu_memory_gib={mem} x mem_fraction_static allows [engine.gpu_holds_weights]; fix: check that params_b is "
-    "in billions and "
-    "quantization is right, or spread the model over more GPUs"
+    "in billions and quantization is right, or spread the model over more GPUs"
 )
 CONTRADICTS = (
     "contradicts models/deepseek-v4-flash/config.json, which states {field}={stated} [host.{key}_agrees]; fix: remove "
@@ -172,8 +169,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         [
             "h: sglang_router.policy='round_robbin': not one of smg 1.13.0's choices for --policy (did you mean "
             "round_robin?) [router.choice]; fix: use one of random, round_robin, passthrough, cache_aware, "
-            "power_of_two, least_load, "
-            "manual, consistent_hashing, prefix_hash"
+            "power_of_two, least_load, manual, consistent_hashing, prefix_hash"
         ],
     ),
     (
@@ -182,8 +178,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"router.declared"},
         [
             "h: sglang_router={}: the router host declares no router envelope (port, policy, admission limits) "
-            "[router.declared]; fix: "
-            "declare sglang_router as in group_vars/all/envelope.yml"
+            "[router.declared]; fix: declare sglang_router as in group_vars/all/envelope.yml"
         ],
     ),
     (
@@ -209,19 +204,19 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     (
         "router-prometheus-port-on-prefill",
         _with(_R, prometheus_port=30000),
-        set(),
+        {"fleet.ports_free"},
         [
-            "h: sglang_router.prometheus_port=30000: port already used by sglang_prefill.port; fix: give each server "
-            "on a host its own ports"
+            "h: sglang_router.prometheus_port=30000: port already used by sglang_prefill.port [fleet.ports_free]; fix: "
+            "give each server on a host its own ports"
         ],
     ),
     (
         "router-port-on-decode",
         _with(_R, port=30001),
-        set(),
+        {"fleet.ports_free"},
         [
-            "h: sglang_router.port=30001: port already used by sglang_decode.port; fix: give each server on a host "
-            "its own ports"
+            "h: sglang_router.port=30001: port already used by sglang_decode.port [fleet.ports_free]; fix: give each "
+            "server on a host its own ports"
         ],
     ),
     (
@@ -257,8 +252,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=65: above what the decode fleet runs at once (64) "
-            "[router.max_concurrent_requests_within_decode]; fix: lower "
-            "it to <= 64; extra requests belong in queue_size"
+            "[router.max_concurrent_requests_within_decode]; fix: lower it to <= 64; extra requests belong in "
+            "queue_size"
         ],
     ),
     (
@@ -270,8 +265,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=257: above what the decode fleet runs at once (256) "
-            "[router.max_concurrent_requests_within_decode]; fix: "
-            "lower it to <= 256; extra requests belong in queue_size"
+            "[router.max_concurrent_requests_within_decode]; fix: lower it to <= 256; extra requests belong in "
+            "queue_size"
         ],
     ),
     (
@@ -308,17 +303,13 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
             "h: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 when queue_size > 0 (smg; "
             "queue_size=256) [router.queue_timeout_positive]; fix: declare e.g. 60",
             "h: sglang_router.request_timeout_secs=0: request_timeout_secs must be > 0 seconds (smg) "
-            "[router.timeouts_positive]; fix: declare "
-            "e.g. 1800",
+            "[router.timeouts_positive]; fix: declare e.g. 1800",
             "h: sglang_router.health_check_interval_secs=0: health_check_interval_secs must be > 0 seconds (smg) "
-            "[router.timeouts_positive]; "
-            "fix: declare e.g. 60",
+            "[router.timeouts_positive]; fix: declare e.g. 60",
             "h: sglang_router.worker_startup_timeout_secs=0: worker_startup_timeout_secs must be > 0 seconds (smg) "
-            "[router.timeouts_positive]; "
-            "fix: declare e.g. 1800",
+            "[router.timeouts_positive]; fix: declare e.g. 1800",
             "h: sglang_router.shutdown_grace_period_secs=0: shutdown_grace_period_secs must be > 0 seconds (smg) "
-            "[router.timeouts_positive]; "
-            "fix: declare e.g. 60",
+            "[router.timeouts_positive]; fix: declare e.g. 60",
         ],
     ),
     (
@@ -327,11 +318,9 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"router.retries_at_least"},
         [
             "h: sglang_router.retry_max_retries=0: retry_max_retries must be >= 1 (smg) [router.retries_at_least]; "
-            "fix: declare e.g. 5 (1: no "
-            "retry)",
+            "fix: declare e.g. 5 (1: no retry)",
             "h: sglang_router.retry_initial_backoff_ms=-1: retry_initial_backoff_ms must be >= 0 (smg) "
-            "[router.retries_at_least]; fix: declare "
-            "e.g. 100",
+            "[router.retries_at_least]; fix: declare e.g. 100",
             "h: sglang_router.retry_max_backoff_ms=-1: retry_max_backoff_ms must be >= 0 (smg) "
             "[router.retries_at_least]; fix: declare e.g. 2000",
         ],
@@ -350,11 +339,12 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_R, pd_admission_wait_secs=300),
         set(),
         [
-            "h: sglang_router.pd_admission_wait_secs=300 and h: sglang_engine_extra_env."
-            "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (unset: SGLang's default 300): smg holds a request's decode leg "
-            "up to the admission wait while the prefill aborts it after 300 s without a decode bootstrap (SGLang's "
-            "bootstrap timeout), so a full wait always fails; fix: keep pd_admission_wait_secs well under 300 (smg's "
-            "default is 30) or raise SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT on the prefill engines"
+            "h: sglang_router.pd_admission_wait_secs=300 and h: "
+            "sglang_engine_extra_env.SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (unset: SGLang's default 300): smg holds "
+            "a request's decode leg up to the admission wait while the prefill aborts it after 300 s without a decode "
+            "bootstrap (SGLang's bootstrap timeout), so a full wait always fails; fix: keep pd_admission_wait_secs "
+            "well under 300 (smg's default is 30) or raise SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT on the prefill "
+            "engines"
         ],
     ),
     (
@@ -427,19 +417,19 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     (
         "decode-port-on-bootstrap-port",
         _with(_P, disaggregation_bootstrap_port=30001),
-        set(),
+        {"fleet.ports_free"},
         [
-            "h: sglang_decode.port=30001: port already used by sglang_prefill.disaggregation_bootstrap_port; fix: "
-            "give each server on a host its own ports"
+            "h: sglang_decode.port=30001: port already used by sglang_prefill.disaggregation_bootstrap_port "
+            "[fleet.ports_free]; fix: give each server on a host its own ports"
         ],
     ),
     (
         "engine-ports-collide-at-65535",
         _both(_with(_P, port=65535), _with(_D, port=65535)),
-        set(),
+        {"fleet.ports_free"},
         [
-            "h: sglang_decode.port=65535: port already used by sglang_prefill.port; fix: give each server on a host "
-            "its own ports"
+            "h: sglang_decode.port=65535: port already used by sglang_prefill.port [fleet.ports_free]; fix: give each "
+            "server on a host its own ports"
         ],
     ),
     (
@@ -454,10 +444,9 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_C, disaggregation_transfer_backend="mooncak"),
         {"engine.choice"},
         _twice(
-            "h: sglang_engine_common.disaggregation_transfer_backend='mooncak': not one of SGLang 0.5.23's choices "
-            "for --disaggregation-transfer-backend (did you mean mooncake?) [engine.choice]; fix: use one of mooncake, "
-            "nixl, ascend, "
-            "fake, mori, mooncake_tcp"
+            "h: sglang_engine_common.disaggregation_transfer_backend='mooncak': not one of SGLang 0.5.23's choices for "
+            "--disaggregation-transfer-backend (did you mean mooncake?) [engine.choice]; fix: use one of mooncake, "
+            "nixl, ascend, fake, mori, mooncake_tcp"
         ),
     ),
     (
@@ -466,8 +455,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.dsv4_kv_cache_dtype"},
         _twice(
             "h: sglang_engine_common.kv_cache_dtype='fp8_e5m2': DeepSeek-V4 allows only fp8_e4m3 or bfloat16 "
-            "[engine.dsv4_kv_cache_dtype]; fix: "
-            "use fp8_e4m3"
+            "[engine.dsv4_kv_cache_dtype]; fix: use fp8_e4m3"
         ),
     ),
     (
@@ -487,8 +475,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.base_gpu_id_matches"},
         [
             "h: sglang_prefill.base_gpu_id=2: SGLang starts at base_gpu_id, but gpu_ids=[0, 1, 2, 3] start at 0 "
-            "[engine.base_gpu_id_matches]; "
-            "fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
+            "[engine.base_gpu_id_matches]; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
         ],
     ),
     (
@@ -496,8 +483,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_C, base_gpu_id=0),
         {"engine.base_gpu_id_matches"},
         [
-            "h: sglang_engine_common.base_gpu_id=0: SGLang starts at base_gpu_id, but gpu_ids=[4, 5, 6, 7] start at "
-            "4 [engine.base_gpu_id_matches]; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
+            "h: sglang_engine_common.base_gpu_id=0: SGLang starts at base_gpu_id, but gpu_ids=[4, 5, 6, 7] start at 4 "
+            "[engine.base_gpu_id_matches]; fix: remove base_gpu_id (it is derived from gpu_ids) or make them agree"
         ],
     ),
     (
@@ -515,8 +502,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.gpu_count_matches"},
         [
             "h: sglang_decode.gpu_ids=[4, 5, 6, 7]: tp_size=4 x dp_size=2 needs 8 GPUs [engine.gpu_count_matches]; "
-            "fix: list 8 GPU ids or set "
-            "tp_size to 2"
+            "fix: list 8 GPU ids or set tp_size to 2"
         ],
     ),
     (
@@ -525,8 +511,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2, 3]: tp_size=2 needs exactly 2 GPUs [engine.gpu_count_matches]; fix: "
-            "list 2 GPU ids or set "
-            "tp_size to 4"
+            "list 2 GPU ids or set tp_size to 4"
         ],
     ),
     (
@@ -564,11 +549,9 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
-            "[engine.tp_divides_heads]; fix: "
-            "use a tp_size of 1, 2, 4, 8",
+            "[engine.tp_divides_heads]; fix: use a tp_size of 1, 2, 4, 8",
             "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json) "
-            "[engine.tp_divides_experts]; fix: "
-            "use a tp_size of 1, 2, 4, 8",
+            "[engine.tp_divides_experts]; fix: use a tp_size of 1, 2, 4, 8",
         ],
     ),
     (
@@ -589,12 +572,12 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     (
         "gpu-sets-overlap",
         _with(_D, gpu_ids=[2, 3, 4, 5]),
-        set(),
+        {"fleet.gpus_free"},
         [
-            "h: sglang_decode.gpu_ids=[2, 3, 4, 5]: GPU 2 is already used by sglang_prefill; fix: give each engine "
-            "its own GPUs",
-            "h: sglang_decode.gpu_ids=[2, 3, 4, 5]: GPU 3 is already used by sglang_prefill; fix: give each engine "
-            "its own GPUs",
+            "h: sglang_decode.gpu_ids=[2, 3, 4, 5]: GPU 2 is already used by sglang_prefill [fleet.gpus_free]; fix: "
+            "give each engine its own GPUs",
+            "h: sglang_decode.gpu_ids=[2, 3, 4, 5]: GPU 3 is already used by sglang_prefill [fleet.gpus_free]; fix: "
+            "give each engine its own GPUs",
         ],
     ),
     (
@@ -603,8 +586,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.gpu_ids_contiguous", "engine.gpu_ids_exist"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: SGLang uses base_gpu_id..base_gpu_id+tp_size-1 "
-            "[engine.gpu_ids_contiguous]; fix: declare "
-            "contiguous GPU ids",
+            "[engine.gpu_ids_contiguous]; fix: declare contiguous GPU ids",
             "h: sglang_prefill.gpu_ids=[0, 1, 2, 8]: the host has GPUs 0..7 [engine.gpu_ids_exist]; fix: use GPU ids "
             "that exist on the host",
         ],
@@ -633,9 +615,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_P, cuda_graph_bs_prefill=[]),
         {"engine.cuda_graph_bs_prefill"},
         [
-            "h: sglang_prefill.cuda_graph_bs_prefill=[]: renders a bare --cuda-graph-bs-prefill, which SGLang's "
-            "parser refuses (nargs '+') [engine.cuda_graph_bs_prefill]; fix: list at least one batch size or remove "
-            "the key"
+            "h: sglang_prefill.cuda_graph_bs_prefill=[]: renders a bare --cuda-graph-bs-prefill, which SGLang's parser "
+            "refuses (nargs '+') [engine.cuda_graph_bs_prefill]; fix: list at least one batch size or remove the key"
         ],
     ),
     (
@@ -679,8 +660,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_D, cuda_graph_max_bs_decode=None, cuda_graph_bs_decode=[1, 2, 65]),
         {"engine.cuda_graph_bs_decode"},
         [
-            "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above max_running_requests=64 are never used by "
-            "a decode batch [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64"
+            "h: sglang_decode.cuda_graph_bs_decode=[1, 2, 65]: sizes above max_running_requests=64 are never used by a "
+            "decode batch [engine.cuda_graph_bs_decode]; fix: keep sizes <= 64"
         ],
     ),
     (
@@ -790,10 +771,9 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         ),
         {"engine.capacity_model"},
         [
-            "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): weights (35.1 GiB per GPU) "
-            "leave no GPU memory at mem_fraction_static=0.675 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
-            "mem_fraction_static or "
-            "tp_size",
+            "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): weights (35.1 GiB per GPU) leave "
+            "no GPU memory at mem_fraction_static=0.675 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
+            "mem_fraction_static or tp_size",
             "h: the decode engine's envelope (sglang_engine_common, sglang_decode): weights (35.1 GiB per GPU) leave "
             "no GPU memory at mem_fraction_static=0.9 on 40.0 GiB GPUs [engine.capacity_model]; fix: raise "
             "mem_fraction_static or tp_size",
@@ -806,8 +786,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.context_within_model"},
         _twice(
             "h: sglang_engine_common.context_length=1048577: above the model's maximum 1048576 "
-            "[engine.context_within_model]; fix: lower it to <= "
-            "1048576"
+            "[engine.context_within_model]; fix: lower it to <= 1048576"
         ),
     ),
     (
@@ -816,8 +795,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.positive"},
         _twice(
             "h: sglang_engine_common.context_length=0: must be >= 1 [engine.positive]; fix: declare a positive "
-            "context_length or "
-            "remove it"
+            "context_length or remove it"
         ),
     ),
     (
@@ -826,8 +804,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.context_within_kv_pool"},
         [
             "h: sglang_engine_common.context_length=524288: above the KV pool this envelope gets (408064 tokens) "
-            "[engine.context_within_kv_pool]; "
-            "fix: lower context_length or raise mem_fraction_static"
+            "[engine.context_within_kv_pool]; fix: lower context_length or raise mem_fraction_static"
         ],
     ),
     (
@@ -836,8 +813,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.max_total_tokens_fits_context"},
         [
             "h: sglang_decode.max_total_tokens=524287: below one full-length request (context_length=524288) "
-            "[engine.max_total_tokens_fits_context]; fix: "
-            "raise it to >= 524288 or lower context_length"
+            "[engine.max_total_tokens_fits_context]; fix: raise it to >= 524288 or lower context_length"
         ],
     ),
     (
@@ -855,8 +831,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.positive"},
         [
             "h: sglang_decode.max_running_requests=0: must be >= 1 [engine.positive]; fix: declare a positive "
-            "max_running_requests or "
-            "remove it"
+            "max_running_requests or remove it"
         ],
     ),
     (
@@ -871,8 +846,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.positive"},
         _twice(
             "h: sglang_engine_common.max_prefill_tokens=0: must be >= 1 [engine.positive]; fix: declare a positive "
-            "max_prefill_tokens "
-            "or remove it"
+            "max_prefill_tokens or remove it"
         ),
     ),
     (
@@ -927,8 +901,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.dsv4_page_size"},
         _twice(
             "h: sglang_engine_common.page_size=64: SGLang forces 256 for DeepSeek-V4 [engine.dsv4_page_size]; fix: "
-            "declare 256 or leave it "
-            "unset"
+            "declare 256 or leave it unset"
         ),
     ),
     (
@@ -964,9 +937,9 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_D, enable_deepseek_v4_fp4_indexer=True),
         {"engine.dsv4_fp4_indexer_off"},
         [
-            "h: sglang_decode.enable_deepseek_v4_fp4_indexer=True: SGLang 0.5.23 refuses it at startup on H200 "
-            "(SM90): '--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer "
-            "support.' [engine.dsv4_fp4_indexer_off]; fix: remove it; bf16_index_k keeps long-context recall on H200"
+            "h: sglang_decode.enable_deepseek_v4_fp4_indexer=True: SGLang 0.5.23 refuses it at startup on H200 (SM90): "
+            "'--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support.' "
+            "[engine.dsv4_fp4_indexer_off]; fix: remove it; bf16_index_k keeps long-context recall on H200"
         ],
     ),
     # PD pairs (checked after the engines and the router).
@@ -975,8 +948,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         _with(_D, context_length=262144),
         set(),
         [
-            "h: sglang_engine_common.context_length=524288 and h: sglang_decode.context_length=262144: the decode "
-            "must accept every request the prefill accepts, and requests longer than the decode's context_length are "
+            "h: sglang_engine_common.context_length=524288 and h: sglang_decode.context_length=262144: the decode must "
+            "accept every request the prefill accepts, and requests longer than the decode's context_length are "
             "prefilled and then refused; fix: raise the decode's context_length to >= 524288 or lower the prefill's"
         ],
     ),
@@ -987,8 +960,7 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"host.gpu_memory_in_gib"},
         [
             "h: sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
-            "[host.gpu_memory_in_gib]; fix: "
-            "declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
+            "[host.gpu_memory_in_gib]; fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
         ],
     ),
     (
@@ -1035,8 +1007,8 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
             "(billions)",
             "h: the prefill engine's envelope (sglang_engine_common, sglang_prefill): params_b=0.0 must be > 0 "
             "(billions of parameters) [engine.capacity_model]",
-            "h: the decode engine's envelope (sglang_engine_common, sglang_decode): params_b=0.0 must be > 0 "
-            "(billions of parameters) [engine.capacity_model]",
+            "h: the decode engine's envelope (sglang_engine_common, sglang_decode): params_b=0.0 must be > 0 (billions "
+            "of parameters) [engine.capacity_model]",
         ],
     ),
     (
@@ -1180,8 +1152,7 @@ V32_CASES: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.context_within_model"},
         _twice(
             "h: sglang_engine_common.context_length=163841: above the model's maximum 163840 "
-            "[engine.context_within_model]; fix: lower it to <= "
-            "163840"
+            "[engine.context_within_model]; fix: lower it to <= 163840"
         ),
     ),
     (
@@ -1190,8 +1161,7 @@ V32_CASES: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 128 attention heads (models/.../config.json) "
-            "[engine.tp_divides_heads]; fix: "
-            "use a tp_size of 1, 2, 4, 8, 16"
+            "[engine.tp_divides_heads]; fix: use a tp_size of 1, 2, 4, 8, 16"
         ],
     ),
 ]
@@ -1226,8 +1196,8 @@ def test_ports_and_gpus_are_per_host() -> None:
             129,
             [
                 "p: sglang_router.max_concurrent_requests=129: above what the decode fleet runs at once (128) "
-                "[router.max_concurrent_requests_within_decode]; fix: "
-                "lower it to <= 128; extra requests belong in queue_size"
+                "[router.max_concurrent_requests_within_decode]; fix: lower it to <= 128; extra requests belong in "
+                "queue_size"
             ],
         ),
     ],
@@ -1247,8 +1217,7 @@ def test_host_problems_come_sorted_by_host() -> None:
     groups = {"sglang_decode": ["b", "a"]}
     rule = (
         "sglang_gpu_memory_gib=1025: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
-        "[host.gpu_memory_in_gib]; fix: "
-        "declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
+        "[host.gpu_memory_in_gib]; fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
     )
     assert check_fleet(hostvars, groups, DSV4) == [f"a: {rule}", f"b: {rule}"]
 
@@ -1281,8 +1250,7 @@ HOST: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {"host.gpu_memory_in_gib"},
         [
             "h: sglang_gpu_memory_gib=144384: is the memory of one GPU in GiB, and no GPU has more than 1024 GiB "
-            "[host.gpu_memory_in_gib]; "
-            "fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
+            "[host.gpu_memory_in_gib]; fix: declare the GiB of one GPU (141 for an H200), not MiB or the host's total"
         ],
     ),
     ("gpus-per-host-one", {"sglang_gpus_per_host": 1}, set(), []),
@@ -1414,11 +1382,9 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], set[str]
         {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=3: must divide the model's 64 attention heads (models/.../config.json) "
-            "[engine.tp_divides_heads]; fix: "
-            "use a tp_size of 1, 2, 4",
+            "[engine.tp_divides_heads]; fix: use a tp_size of 1, 2, 4",
             "h: sglang_prefill.tp_size=3: must divide the model's 256 routed experts (models/.../config.json) "
-            "[engine.tp_divides_experts]; fix: "
-            "use a tp_size of 1, 2, 4",
+            "[engine.tp_divides_experts]; fix: use a tp_size of 1, 2, 4",
         ],
     ),
     (
@@ -1429,11 +1395,9 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], set[str]
         {"engine.tp_divides_experts", "engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=5: must divide the model's 48 attention heads (models/.../config.json) "
-            "[engine.tp_divides_heads]; fix: "
-            "use a tp_size of 1, 2, 4, 8",
+            "[engine.tp_divides_heads]; fix: use a tp_size of 1, 2, 4, 8",
             "h: sglang_prefill.tp_size=5: must divide the model's 64 routed experts (models/.../config.json) "
-            "[engine.tp_divides_experts]; fix: "
-            "use a tp_size of 1, 2, 4, 8",
+            "[engine.tp_divides_experts]; fix: use a tp_size of 1, 2, 4, 8",
         ],
     ),
     (
@@ -1444,8 +1408,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], set[str]
         {"engine.tp_divides_heads"},
         [
             "h: sglang_prefill.tp_size=5: must divide the model's 72 attention heads (models/.../config.json) "
-            "[engine.tp_divides_heads]; fix: "
-            "use a tp_size of 1, 2, 3, 4, 6, 8"
+            "[engine.tp_divides_heads]; fix: use a tp_size of 1, 2, 3, 4, 6, 8"
         ],
     ),
     (
@@ -1456,8 +1419,7 @@ ENGINE: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], set[str]
         {"engine.gpu_count_matches"},
         [
             "h: sglang_prefill.gpu_ids=[0, 1, 2]: tp_size=4 needs exactly 4 GPUs [engine.gpu_count_matches]; fix: list "
-            "4 GPU ids or set "
-            "tp_size to 3"
+            "4 GPU ids or set tp_size to 3"
         ],
     ),
     (
@@ -1500,8 +1462,7 @@ ROUTER: list[tuple[str, dict[str, Any], int, int | None, set[str], list[str]]] =
         {"router.max_concurrent_requests_within_decode"},
         [
             "h: sglang_router.max_concurrent_requests=5: above what the decode fleet runs at once (4) "
-            "[router.max_concurrent_requests_within_decode]; fix: lower it "
-            "to <= 4; extra requests belong in queue_size"
+            "[router.max_concurrent_requests_within_decode]; fix: lower it to <= 4; extra requests belong in queue_size"
         ],
     ),
     (

@@ -10,17 +10,14 @@ from .sglang_engine_rules import CAPACITY, ENGINE_RULES, EngineContext
 from .sglang_engine_rules import engine_limits as engine_limits
 from .sglang_engine_rules import model_facts as model_facts
 from .sglang_fleet import Engine, answer
+from .sglang_fleet_rules import FLEET_RULES, ServerContext
 from .sglang_host_rules import HOST_RULES, MODEL_FACT_RULES, HostContext
 from .sglang_pairs import fleet_pair_problems
 from .sglang_router_rules import ROUTER_RULES, RouterContext
 from .sglang_router_rules import payload_bytes as payload_bytes
-from .sglang_rules import PORT_RANGE, findings, message, run
+from .sglang_rules import findings, message, run
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
 from .sglang_sidedoors import sidedoor_problems
-
-
-def _msg(var: str, value: Any, rule: str, fix: str) -> str:
-    return f"{var}={value!r}: {rule}; fix: {fix}"
 
 
 def model_fact_problems(host: str, hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
@@ -52,11 +49,6 @@ def check_router(host: str, env: Mapping[str, Any], decode_running: int, context
     ]
 
 
-def _ports(role: str, env: Mapping[str, Any]) -> dict[str, Any]:
-    names = ("port", "disaggregation_bootstrap_port", "prometheus_port")
-    return {f"sglang_{role}.{n}": env[n] for n in names if env.get(n) is not None}
-
-
 def check_fleet(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], model_config: Mapping[str, Any]
 ) -> list[str]:
@@ -78,35 +70,15 @@ def check_fleet(
             except EnvelopeError as exc:
                 errors.append(f"{host}: {exc}")
                 continue
-            for var, port in _ports(role, env).items():
-                if not isinstance(port, int) or not PORT_RANGE[0] <= port <= PORT_RANGE[1]:
-                    continue
-                other = per_host_ports.setdefault(host, {}).get(port)
-                if other:
-                    errors.append(
-                        _msg(
-                            f"{host}: {var}",
-                            port,
-                            f"port already used by {other}",
-                            "give each server on a host its own ports",
-                        )
-                    )
-                per_host_ports[host][port] = var
+            server = ServerContext(
+                host, role, env, per_host_ports.setdefault(host, {}), per_host_gpus.setdefault(host, {})
+            )
+            errors += run(FLEET_RULES, server)
+            per_host_ports[host].update((port, var) for var, port in server.ports)
+            per_host_gpus[host].update((int(gpu), f"sglang_{role}") for gpu in server.gpus)
             if role == "router":
                 routers[host] = env
                 continue
-            for gpu in env.get("gpu_ids") or []:
-                other = per_host_gpus.setdefault(host, {}).get(int(gpu))
-                if other:
-                    errors.append(
-                        _msg(
-                            f"{host}: sglang_{role}.gpu_ids",
-                            env["gpu_ids"],
-                            f"GPU {gpu} is already used by {other}",
-                            "give each engine its own GPUs",
-                        )
-                    )
-                per_host_gpus[host][int(gpu)] = f"sglang_{role}"
             engine_errors, limits = check_engine(host, role, env, hv, model_config)
             errors += engine_errors
             if limits is not None:
