@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import divisors
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import RULES
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rules import Finding, in_range, port_findings
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
     check_engine,
@@ -337,14 +336,14 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     (
         "router-admission-wait-at-bootstrap-timeout",
         _with(_R, pd_admission_wait_secs=300),
-        set(),
+        {"pair.admission_wait_within_bootstrap"},
         [
             "h: sglang_router.pd_admission_wait_secs=300 and h: "
             "sglang_engine_extra_env.SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (unset: SGLang's default 300): smg holds "
             "a request's decode leg up to the admission wait while the prefill aborts it after 300 s without a decode "
-            "bootstrap (SGLang's bootstrap timeout), so a full wait always fails; fix: keep pd_admission_wait_secs "
-            "well under 300 (smg's default is 30) or raise SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT on the prefill "
-            "engines"
+            "bootstrap (SGLang's bootstrap timeout), so a full wait always fails "
+            "[pair.admission_wait_within_bootstrap]; fix: keep pd_admission_wait_secs well under 300 (smg's default is "
+            "30) or raise SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT on the prefill engines"
         ],
     ),
     (
@@ -946,11 +945,12 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     (
         "pair-decode-context-shorter",
         _with(_D, context_length=262144),
-        set(),
+        {"pair.context_length"},
         [
             "h: sglang_engine_common.context_length=524288 and h: sglang_decode.context_length=262144: the decode must "
             "accept every request the prefill accepts, and requests longer than the decode's context_length are "
-            "prefilled and then refused; fix: raise the decode's context_length to >= 524288 or lower the prefill's"
+            "prefilled and then refused [pair.context_length]; fix: raise the decode's context_length to >= 524288 or "
+            "lower the prefill's"
         ],
     ),
     # Host and model variables.
@@ -1535,27 +1535,3 @@ def test_a_negative_gpu_id_is_blamed_on_gpu_ids() -> None:
     """The problem names the declared variable that holds the bad value."""
     problems = check_fleet({"h": _hostvars(_with(_P, gpu_ids=[-1, 0, 1, 2]))}, GROUPS, DSV4)
     assert problems and all(p.startswith("h: sglang_prefill.gpu_ids=[-1, 0, 1, 2]: ") for p in problems), problems
-
-
-def test_rule_ids_are_unique() -> None:
-    """Each row of the rule tables has its own id."""
-    ids = [r.id for r in RULES]
-    assert len(set(ids)) == len(ids), sorted(i for i in ids if ids.count(i) > 1)
-
-
-def test_every_rule_is_triggered_by_a_case() -> None:
-    """No dead row: each rule is broken by at least one case of the tables above."""
-    named = {i for table in (BAD, V32_CASES, HOST, ENGINE, ROUTER) for case in table for i in case[-2]}
-    assert {r.id for r in RULES} - named - UNSTATED_RULES == set()
-
-
-def test_every_rule_id_a_test_names_exists() -> None:
-    """An id a test names (a case's rule set, or `[id]` in any test's text) is a row of the rule tables."""
-    scopes = "|".join(sorted({r.scope for r in RULES}))
-    in_text = {
-        m
-        for path in Path(__file__).resolve().parents[1].rglob("*.py")
-        for m in re.findall(rf" \[((?:{scopes})\.[a-z0-9_]+)\]", path.read_text())
-    }
-    in_cases = {i for table in (BAD, V32_CASES, HOST, ENGINE, ROUTER) for case in table for i in case[-2]}
-    assert (in_text | in_cases) - {r.id for r in RULES} == set()

@@ -5,15 +5,18 @@ from __future__ import annotations
 from .sglang_engine_rules import ENGINE_RULES
 from .sglang_fleet_rules import FLEET_RULES
 from .sglang_host_rules import HOST_RULES
+from .sglang_pairs import PAIR_RULES, TIMING_RULES
 from .sglang_router_rules import ROUTER_RULES
 from .sglang_rules import Rule
 
-RULES: tuple[Rule, ...] = (*HOST_RULES, *FLEET_RULES, *ENGINE_RULES, *ROUTER_RULES)
+RULES: tuple[Rule, ...] = (*HOST_RULES, *FLEET_RULES, *ENGINE_RULES, *ROUTER_RULES, *PAIR_RULES, *TIMING_RULES)
 SCOPES = {
     "host": "An engine host's own variables (host_problems), checked once per engine host.",
     "fleet": "The servers of one host against each other (check_fleet): ports and GPUs, in declaration order.",
     "engine": "One engine envelope on its host (check_engine), per prefill and decode engine.",
     "router": "One router envelope against smg 1.13.0 and the decode fleet (check_router).",
+    "pair": "Each prefill and decode engine smg may pair, and each router against the prefills' bootstrap deadline "
+    "(sglang_pairs).",
 }
 
 
