@@ -44,9 +44,7 @@ def check_engine(
 
 def check_router(host: str, env: Mapping[str, Any], decode_running: int, context_len: int | None) -> list[str]:
     """Checks of one router envelope (ROUTER_RULES) against smg 1.13.0's rules and the decode fleet."""
-    return [
-        message(row.id, f) for row, f in findings(ROUTER_RULES, RouterContext(host, env, decode_running, context_len))
-    ]
+    return run(ROUTER_RULES, RouterContext(host, env, decode_running, context_len))
 
 
 def check_fleet(
