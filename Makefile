@@ -55,7 +55,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv perf-venv flag-tables sim-steps fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
+.PHONY: help venv apt parser-venv perf-venv flag-tables rules-doc sim-steps fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
 	test-rollout test-stress lint verify molecule bench
 
 help:
@@ -103,6 +103,9 @@ flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables a
 	$(BIN)/python tests/component/contract/flag_dump.py smg --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
 	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py \
 	  collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
+
+rules-doc: venv ## Regenerate docs/rules.md from the validation rule tables
+	$(BIN)/python bench/rules_doc.py
 
 sim-steps: venv perf-venv ## Regenerate the simulator's step table (sim/sglang_sim/step_tables) from AIConfigurator
 	$(BIN)/python tests/component/perf/sim_steps.py

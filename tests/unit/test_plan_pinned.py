@@ -245,7 +245,10 @@ def test_an_extension_the_validation_refuses_has_no_answer() -> None:
     fleet, config = multinode()
     out = extend(Option("admit more calls", fleet=fleet.copy()), config, Shape(250, CALL), "bad chunk",
                  [("prefill", "chunked_prefill_size", -5)])  # fmt: skip
-    rule = "must be a positive chunk size, or -1 to disable chunked prefill; fix: declare e.g. 8192"
+    rule = (
+        "must be a positive chunk size, or -1 to disable chunked prefill [engine.chunked_prefill_size_valid]; fix: "
+        "declare e.g. 8192"
+    )
     assert out.refused == [f"{h}: sglang_prefill.chunked_prefill_size=-5: {rule}" for h in ("prefill-01", "prefill-02")]
     assert out.after is None and out.rank == ()
 

@@ -285,7 +285,7 @@ def test_no_queue_needs_no_queue_timeout_as_smg_says(tmp_path: Any) -> None:
     queued = check_fleet(*fleet("one", _set(_R, queue_timeout_secs=0)), CONFIG)
     assert queued == [
         f"{ONE}: sglang_router.queue_timeout_secs=0: queue_timeout_secs must be > 0 when queue_size > 0 (smg; "
-        "queue_size=256); fix: declare e.g. 60"
+        "queue_size=256) [router.queue_timeout_positive]; fix: declare e.g. 60"
     ]
     settings = {"mode": "auto", "parser_python": "", "smg_python": str(REPO / ".venv" / "bin" / "python"),
                 "models_dir": str(REPO / "models"), "model_name": "deepseek-v4-flash", "cache_dir": ""}  # fmt: skip

@@ -27,18 +27,21 @@ where SGLang 0.5.23 enforces it (sglang/srt/disaggregation/):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .sglang_argspec import SGLANG, SMG
 from .sglang_capacity import is_dsv4, model_context_len
 from .sglang_declared import GROUPS, declared_var, engine_envelope, router_envelope
+from .sglang_rules import NO_VALUE, Finding, Rule, run
 from .sglang_schema import EnvelopeError
 
 BOOTSTRAP_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"
 BOOTSTRAP_TIMEOUT_DEFAULT = 300  # sglang/srt/environ.py (SGLang 0.5.23)
 KV_LAYOUT_ENV = "SGLANG_DSV4_KV_LAYOUT"
 RDMA_BACKENDS = ("mooncake", "nixl", "mori")
+BACKEND = "disaggregation_transfer_backend"
 
 
 class Side:
@@ -74,122 +77,264 @@ class Side:
         return f"={value!r}" if declared is not None or key == "context_length" else f" (unset: {value!r})"
 
 
-def _pair_msg(p: Side, d: Side, key: str, rule: str, fix: str) -> str:
-    return f"{p.var(key)}{p.shown(key)} and {d.var(key)}{d.shown(key)}: {rule}; fix: {fix}"
+@dataclass(frozen=True)
+class Pair:
+    """One prefill engine and one decode engine smg may pair."""
+
+    p: Side
+    d: Side
+
+    def finding(self, key: str, rule: str, fix: str) -> Finding:
+        p, d = self.p, self.d
+        return Finding(f"{p.var(key)}{p.shown(key)} and {d.var(key)}{d.shown(key)}", NO_VALUE, rule, fix)
+
+    def differ(self, key: str) -> bool:
+        return bool(self.p.values[key] != self.d.values[key])
 
 
-def pair_problems(p: Side, d: Side) -> list[str]:
-    """What one prefill and one decode engine disagree on."""
-    errors = []
-    for key, what in (("page_size", "Page size"), ("kv_cache_dtype", "KV cache dtype")):
-        if p.values[key] != d.values[key]:
-            errors.append(
-                _pair_msg(
-                    p,
-                    d,
-                    key,
-                    f"a PD pair must share it; SGLang's decode raises '{what} mismatch' at the first request "
-                    "(disaggregation/common/conn.py)",
-                    f"declare the same {key} for both, best once in sglang_engine_common",
-                )
-            )
-    p_layout, d_layout = p.extra_env.get(KV_LAYOUT_ENV), d.extra_env.get(KV_LAYOUT_ENV)
+def _mismatch(key: str, what: str, c: Pair) -> Iterator[Finding]:
+    if c.differ(key):
+        yield c.finding(
+            key,
+            f"a PD pair must share it; SGLang's decode raises '{what} mismatch' at the first request "
+            "(disaggregation/common/conn.py)",
+            f"declare the same {key} for both, best once in sglang_engine_common",
+        )
+
+
+def _page_size(c: Pair) -> Iterator[Finding]:
+    yield from _mismatch("page_size", "Page size", c)
+
+
+def _kv_cache_dtype(c: Pair) -> Iterator[Finding]:
+    yield from _mismatch("kv_cache_dtype", "KV cache dtype", c)
+
+
+def _kv_layout(c: Pair) -> Iterator[Finding]:
+    p_layout, d_layout = c.p.extra_env.get(KV_LAYOUT_ENV), c.d.extra_env.get(KV_LAYOUT_ENV)
     if p_layout != d_layout:
-        errors.append(
-            f"{p.env_var(KV_LAYOUT_ENV)}={p_layout!r} and {d.env_var(KV_LAYOUT_ENV)}={d_layout!r}: the KV layout of "
-            "a PD pair must match; SGLang's decode raises 'KV layout mismatch' at the first request; fix: set the "
-            "same SGLANG_DSV4_KV_LAYOUT on both engines, or on neither"
+        yield Finding(
+            f"{c.p.env_var(KV_LAYOUT_ENV)}={p_layout!r} and {c.d.env_var(KV_LAYOUT_ENV)}={d_layout!r}",
+            NO_VALUE,
+            "the KV layout of a PD pair must match; SGLang's decode raises 'KV layout mismatch' at the first request",
+            "set the same SGLANG_DSV4_KV_LAYOUT on both engines, or on neither",
         )
-    if p.values["bf16_index_k"] != d.values["bf16_index_k"]:
-        errors.append(
-            _pair_msg(
-                p,
-                d,
-                "bf16_index_k",
-                "bf16 index keys (SGLANG_DSV4_BF16_INDEX_K) double the indexer state per token on one side only, "
-                "and the KV transfer refuses paired state items of different lengths",
-                "declare bf16_index_k once in sglang_engine_common",
-            )
-        )
-    backend = "disaggregation_transfer_backend"
-    if p.values[backend] != d.values[backend]:
-        errors.append(
-            _pair_msg(
-                p,
-                d,
-                backend,
-                "both halves of a pair must use the same KV transfer backend (mooncake_tcp is mooncake forced onto "
-                "TCP, which an RDMA peer does not reach)",
-                f"declare the same {backend} for both, best once in sglang_engine_common",
-            )
-        )
-    elif p.values[backend] in RDMA_BACKENDS and (p.values["disaggregation_ib_device"] is None) != (
-        d.values["disaggregation_ib_device"] is None
-    ):
-        errors.append(
-            _pair_msg(
-                p,
-                d,
-                "disaggregation_ib_device",
-                f"one side is pinned to IB devices and the other auto-discovers them ({p.values[backend]} over "
-                "RDMA), so the pair may pick NICs that do not reach each other",
-                "declare disaggregation_ib_device on both engines or on neither",
-            )
-        )
-    if d.values["context_length"] < p.values["context_length"]:
-        errors.append(
-            _pair_msg(
-                p,
-                d,
-                "context_length",
-                "the decode must accept every request the prefill accepts, and requests longer than the decode's "
-                "context_length are prefilled and then refused",
-                f"raise the decode's context_length to >= {p.values['context_length']} or lower the prefill's",
-            )
-        )
-    for key in ("model_path", "served_model_name"):
-        if p.values[key] != d.values[key]:
-            errors.append(
-                _pair_msg(
-                    p,
-                    d,
-                    key,
-                    "the router sends each request to both halves of a pair, which must serve the same model "
-                    "under the same name",
-                    "declare one sglang_model for the whole fleet",
-                )
-            )
-    return errors
 
 
-def timing_problems(router_host: str, router: Mapping[str, Any], prefills: list[Side]) -> list[str]:
-    """The router's admission wait and request timeout against the prefill engines' bootstrap deadline."""
-    errors = []
-    wait = router.get("pd_admission_wait_secs")
-    wait_value = int(wait if wait is not None else SMG["pd_admission_wait_secs"].default)
-    wait_var = f"{router_host}: sglang_router.pd_admission_wait_secs" + (
-        f"={wait!r}" if wait is not None else f" (unset: smg's default {wait_value})"
-    )
-    for p in prefills:
+def _bf16_index_k(c: Pair) -> Iterator[Finding]:
+    if c.differ("bf16_index_k"):
+        yield c.finding(
+            "bf16_index_k",
+            "bf16 index keys (SGLANG_DSV4_BF16_INDEX_K) double the indexer state per token on one side only, "
+            "and the KV transfer refuses paired state items of different lengths",
+            "declare bf16_index_k once in sglang_engine_common",
+        )
+
+
+def _transfer_backend(c: Pair) -> Iterator[Finding]:
+    if c.differ(BACKEND):
+        yield c.finding(
+            BACKEND,
+            "both halves of a pair must use the same KV transfer backend (mooncake_tcp is mooncake forced onto "
+            "TCP, which an RDMA peer does not reach)",
+            f"declare the same {BACKEND} for both, best once in sglang_engine_common",
+        )
+
+
+def _ib_device(c: Pair) -> Iterator[Finding]:
+    pinned = (c.p.values["disaggregation_ib_device"] is None) != (c.d.values["disaggregation_ib_device"] is None)
+    if not c.differ(BACKEND) and c.p.values[BACKEND] in RDMA_BACKENDS and pinned:
+        yield c.finding(
+            "disaggregation_ib_device",
+            f"one side is pinned to IB devices and the other auto-discovers them ({c.p.values[BACKEND]} over "
+            "RDMA), so the pair may pick NICs that do not reach each other",
+            "declare disaggregation_ib_device on both engines or on neither",
+        )
+
+
+def _context_length(c: Pair) -> Iterator[Finding]:
+    if c.d.values["context_length"] < c.p.values["context_length"]:
+        yield c.finding(
+            "context_length",
+            "the decode must accept every request the prefill accepts, and requests longer than the decode's "
+            "context_length are prefilled and then refused",
+            f"raise the decode's context_length to >= {c.p.values['context_length']} or lower the prefill's",
+        )
+
+
+def _same_model(key: str, c: Pair) -> Iterator[Finding]:
+    if c.differ(key):
+        yield c.finding(
+            key,
+            "the router sends each request to both halves of a pair, which must serve the same model "
+            "under the same name",
+            "declare one sglang_model for the whole fleet",
+        )
+
+
+def _model_path(c: Pair) -> Iterator[Finding]:
+    yield from _same_model("model_path", c)
+
+
+def _served_model_name(c: Pair) -> Iterator[Finding]:
+    yield from _same_model("served_model_name", c)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A router and the prefill engines whose bootstrap deadline its admission wait must beat."""
+
+    host: str
+    router: Mapping[str, Any]
+    prefills: list[Side]
+
+    @property
+    def wait(self) -> int:
+        wait = self.router.get("pd_admission_wait_secs")
+        return int(wait if wait is not None else SMG["pd_admission_wait_secs"].default)
+
+    @property
+    def wait_var(self) -> str:
+        wait = self.router.get("pd_admission_wait_secs")
+        shown = f"={wait!r}" if wait is not None else f" (unset: smg's default {self.wait})"
+        return f"{self.host}: sglang_router.pd_admission_wait_secs{shown}"
+
+
+def _wait_within_bootstrap(c: Timing) -> Iterator[Finding]:
+    for p in c.prefills:
         raw = p.extra_env.get(BOOTSTRAP_TIMEOUT_ENV)
         deadline = int(raw) if raw is not None and raw.lstrip("-").isdigit() else BOOTSTRAP_TIMEOUT_DEFAULT
         shown = f"={raw!r}" if raw is not None else f" (unset: SGLang's default {BOOTSTRAP_TIMEOUT_DEFAULT})"
-        if wait_value >= deadline:
-            errors.append(
-                f"{wait_var} and {p.env_var(BOOTSTRAP_TIMEOUT_ENV)}{shown}: smg holds a request's decode leg up to "
-                f"the admission wait while the prefill aborts it after {deadline} s without a decode bootstrap "
-                f"(SGLang's bootstrap timeout), so a full wait always fails; fix: keep pd_admission_wait_secs well "
-                f"under {deadline} (smg's default is 30) or raise {BOOTSTRAP_TIMEOUT_ENV} on the prefill engines"
+        if c.wait >= deadline:
+            yield Finding(
+                f"{c.wait_var} and {p.env_var(BOOTSTRAP_TIMEOUT_ENV)}{shown}",
+                NO_VALUE,
+                "smg holds a request's decode leg up to the admission wait while the prefill aborts it after "
+                f"{deadline} s without a decode bootstrap (SGLang's bootstrap timeout), so a full wait always fails",
+                f"keep pd_admission_wait_secs well under {deadline} (smg's default is 30) or raise "
+                f"{BOOTSTRAP_TIMEOUT_ENV} on the prefill engines",
             )
-    timeout = router.get("request_timeout_secs")
+
+
+def _timeout_above_wait(c: Timing) -> Iterator[Finding]:
+    timeout = c.router.get("request_timeout_secs")
     timeout_value = int(timeout if timeout is not None else SMG["request_timeout_secs"].default)
-    if 0 < timeout_value <= wait_value:
-        errors.append(
-            f"{wait_var} and {router_host}: sglang_router.request_timeout_secs={timeout_value!r}: a request that "
-            "waits its full admission time is cut by the request timeout before it runs; fix: keep "
-            "pd_admission_wait_secs well under request_timeout_secs"
+    if 0 < timeout_value <= c.wait:
+        yield Finding(
+            f"{c.wait_var} and {c.host}: sglang_router.request_timeout_secs={timeout_value!r}",
+            NO_VALUE,
+            "a request that waits its full admission time is cut by the request timeout before it runs",
+            "keep pd_admission_wait_secs well under request_timeout_secs",
         )
-    return errors
+
+
+def _same(key: str) -> tuple[str, ...]:
+    return (f"sglang_prefill.{key}", f"sglang_decode.{key}")
+
+
+PAIR_RULES: tuple[Rule, ...] = (
+    Rule(
+        "pair.page_size",
+        1,
+        _same("page_size"),
+        "a PD pair shares its page size (SGLang's decode raises 'Page size mismatch'; DeepSeek-V4 forces 256)",
+        "declare the same page_size for both, best once in sglang_engine_common",
+        _page_size,
+    ),
+    Rule(
+        "pair.kv_cache_dtype",
+        1,
+        _same("kv_cache_dtype"),
+        "a PD pair shares its KV cache dtype (SGLang's decode raises 'KV cache dtype mismatch')",
+        "declare the same kv_cache_dtype for both, best once in sglang_engine_common",
+        _kv_cache_dtype,
+    ),
+    Rule(
+        "pair.kv_layout",
+        1,
+        (f"sglang_engine_extra_env.{KV_LAYOUT_ENV}",),
+        "a PD pair shares its KV layout (SGLang's decode raises 'KV layout mismatch')",
+        "set the same SGLANG_DSV4_KV_LAYOUT on both engines, or on neither",
+        _kv_layout,
+    ),
+    Rule(
+        "pair.bf16_index_k",
+        1,
+        _same("bf16_index_k"),
+        "bf16 index keys on one side only give paired state items of different lengths, which the transfer refuses",
+        "declare bf16_index_k once in sglang_engine_common",
+        _bf16_index_k,
+    ),
+    Rule(
+        "pair.transfer_backend",
+        1,
+        _same(BACKEND),
+        "both halves of a pair use the same KV transfer backend",
+        "declare the same disaggregation_transfer_backend for both, best once in sglang_engine_common",
+        _transfer_backend,
+    ),
+    Rule(
+        "pair.ib_device",
+        1,
+        (*_same("disaggregation_ib_device"), *_same(BACKEND)),
+        "over RDMA, IB devices are pinned on both halves of a pair or on neither",
+        "declare disaggregation_ib_device on both engines or on neither",
+        _ib_device,
+    ),
+    Rule(
+        "pair.context_length",
+        1,
+        _same("context_length"),
+        "the decode accepts every request the prefill accepts (its context_length is at least the prefill's)",
+        "raise the decode's context_length or lower the prefill's",
+        _context_length,
+    ),
+    Rule(
+        "pair.model_path",
+        1,
+        _same("model_path"),
+        "both halves of a pair serve the same model",
+        "declare one sglang_model for the whole fleet",
+        _model_path,
+    ),
+    Rule(
+        "pair.served_model_name",
+        1,
+        _same("served_model_name"),
+        "both halves of a pair serve the model under the same name",
+        "declare one sglang_model for the whole fleet",
+        _served_model_name,
+    ),
+)
+TIMING_RULES: tuple[Rule, ...] = (
+    Rule(
+        "pair.admission_wait_within_bootstrap",
+        1,
+        ("sglang_router.pd_admission_wait_secs", f"sglang_engine_extra_env.{BOOTSTRAP_TIMEOUT_ENV}"),
+        "smg's admission wait ends before the prefill's bootstrap timeout (SGLang's default 300 s)",
+        "keep pd_admission_wait_secs well under the bootstrap timeout or raise it on the prefill engines",
+        _wait_within_bootstrap,
+    ),
+    Rule(
+        "pair.request_timeout_above_wait",
+        1,
+        ("sglang_router.pd_admission_wait_secs", "sglang_router.request_timeout_secs"),
+        "a request that waits its full admission time still has time to run before the request timeout",
+        "keep pd_admission_wait_secs well under request_timeout_secs",
+        _timeout_above_wait,
+    ),
+)
+
+
+def pair_problems(p: Side, d: Side) -> list[str]:
+    """What one prefill and one decode engine disagree on (PAIR_RULES)."""
+    return run(PAIR_RULES, Pair(p, d))
+
+
+def timing_problems(router_host: str, router: Mapping[str, Any], prefills: list[Side]) -> list[str]:
+    """The router's admission wait and request timeout against the prefill engines' bootstrap deadline
+    (TIMING_RULES)."""
+    return run(TIMING_RULES, Timing(router_host, router, prefills))
 
 
 def fleet_pair_problems(

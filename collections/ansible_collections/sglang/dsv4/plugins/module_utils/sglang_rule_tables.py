@@ -1,0 +1,50 @@
+"""All validation rule tables, and docs/rules.md written from them (one table per scope: id, reads, rule, fix)."""
+
+from __future__ import annotations
+
+from .sglang_engine_rules import ENGINE_RULES
+from .sglang_fleet_rules import FLEET_RULES
+from .sglang_host_rules import HOST_RULES
+from .sglang_pairs import PAIR_RULES, TIMING_RULES
+from .sglang_router_rules import ROUTER_RULES
+from .sglang_rules import Rule
+
+RULES: tuple[Rule, ...] = (*HOST_RULES, *FLEET_RULES, *ENGINE_RULES, *ROUTER_RULES, *PAIR_RULES, *TIMING_RULES)
+SCOPES = {
+    "host": "An engine host's own variables (host_problems), checked once per engine host.",
+    "fleet": "The servers of one host against each other (check_fleet): ports and GPUs, in declaration order.",
+    "engine": "One engine envelope on its host (check_engine), per prefill and decode engine.",
+    "router": "One router envelope against smg 1.13.0 and the decode fleet (check_router).",
+    "pair": "Each prefill and decode engine smg may pair, and each router against the prefills' bootstrap deadline "
+    "(sglang_pairs).",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def rules_markdown() -> str:
+    """docs/rules.md: the rules of each scope in the order they run; a stage runs only when the earlier found none."""
+    lines = [
+        "# Validation rules",
+        "",
+        "Generated from the rule tables (plugins/module_utils/sglang_*_rules.py) by `make rules-doc`; do not edit.",
+        "Each problem the validation reports names its rule: `{var}={value}: {rule} [{id}]; fix: {fix}`, with the",
+        "numbers of the case. Within a scope the rules run stage by stage, and a stage runs only when the earlier",
+        "stages found nothing.",
+    ]
+    for scope, about in SCOPES.items():
+        lines += [
+            "",
+            f"## {scope}",
+            "",
+            about,
+            "",
+            "| id | stage | reads | rule | fix |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in (r for r in RULES if r.scope == scope):
+            reads = ", ".join(k if " " in k else f"`{k}`" for k in r.reads)
+            lines.append(f"| `{r.id}` | {r.stage} | {reads} | {_cell(r.rule)} | {_cell(r.fix)} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,19 @@
+"""docs/rules.md is what the rule tables say now (plugins/module_utils/sglang_rule_tables.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import RULES, SCOPES, rules_markdown
+
+DOC = Path(__file__).resolve().parents[2] / "docs/rules.md"
+
+
+def test_the_committed_rules_doc_is_current() -> None:
+    assert DOC.read_text() == rules_markdown(), "docs/rules.md is out of date; fix: make rules-doc"
+
+
+def test_every_rule_has_a_documented_scope_and_texts() -> None:
+    for r in RULES:
+        assert r.scope in SCOPES and r.reads and r.rule and r.fix, r.id
+        assert r.id in rules_markdown(), r.id
