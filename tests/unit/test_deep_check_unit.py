@@ -7,17 +7,19 @@ request it reads and prints an answer the test wrote, so the result handling run
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
+    FILES_DIR,
     Line,
     _installed,
     cache_key,
@@ -941,3 +943,45 @@ def test_the_smg_probe_imports_smg_with_a_real_python(tmp_path: Path) -> None:
 
     assert _imports_smg(sys.executable) is True
     assert _imports_smg(str(tmp_path / "no" / "python")) is False
+
+
+def _smg_checker() -> Any:
+    spec = importlib.util.spec_from_file_location("smg_startup_check", FILES_DIR / "smg_startup_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_stand_in_ports_of_a_line_are_distinct_while_declared_equal_ports_stay_equal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The OS may hand a port closed a moment ago to the next bind: the checker must not close one stand-in before it
+    # takes the next. A kernel that always offers the lowest free port shows it.
+    checker = _smg_checker()
+    offered: list[int] = []
+
+    class LowestFirst:
+        held: ClassVar[set[int]] = set()
+
+        def __init__(self) -> None:
+            self.port = 0
+
+        def bind(self, _address: tuple[str, int]) -> None:
+            self.port = next(p for p in range(40000, 40100) if p not in LowestFirst.held)
+            LowestFirst.held.add(self.port)
+            offered.append(self.port)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+        def close(self) -> None:
+            LowestFirst.held.discard(self.port)
+
+    monkeypatch.setattr(checker.socket, "socket", LowestFirst)
+    line, main, ports = checker.isolated(["--port", "8000", "--prometheus-port", "29000", "--decode", "http://d:1"])
+    assert len(set(ports.values())) == 2 and main == ports["8000"]
+    assert line[line.index("--prometheus-port") + 1] == str(ports["29000"]) != str(main)
+    assert LowestFirst.held == set()  # every stand-in is let go before smg starts
+    _line, _main, same = checker.isolated(["--port", "8000", "--prometheus-port", "8000"])
+    assert list(same) == ["8000"]  # a clash the declaration has stays a clash

@@ -10,12 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import model_facts
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_pairs import fleet_pair_problems
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
-    check_fleet,
-    model_fact_problems,
-    model_facts,
-)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet, model_fact_problems
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = yaml.safe_load((REPO / "group_vars" / "all" / "envelope.yml").read_text())

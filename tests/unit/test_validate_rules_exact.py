@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import divisors
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_router_rules import payload_bytes
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rules import Finding, in_range, port_findings
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
     check_engine,
@@ -22,7 +23,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import
     check_router,
     host_problems,
     model_fact_problems,
-    payload_bytes,
 )
 
 RULE_ID = re.compile(r" \[([a-z]+\.[a-z0-9_]+)\](?:; fix: |$)")

@@ -388,9 +388,9 @@ def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings:
 
 def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
     """Capacity-model limits of a declared engine envelope on its host (pool, running requests, context)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import engine_limits as _limits
 
-    limits = _validate.engine_limits(_plain(model_config), _plain(envelope), hostvars)
+    limits = _limits(_plain(model_config), _plain(envelope), hostvars)
     return {
         "context_len": limits.context_len,
         "max_total_num_tokens": limits.max_total_num_tokens,

@@ -27,10 +27,11 @@ from typing import Any
 
 from .sglang_capacity import EngineLimits, activation_tokens, default_mem_fraction
 from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+from .sglang_engine_rules import engine_limits
 from .sglang_fleet import Engine, FleetAnswer, answer
 from .sglang_schema import parse_size
 from .sglang_sidedoors import advertise_of, is_loopback
-from .sglang_validate import check_fleet, engine_limits
+from .sglang_validate import check_fleet
 
 MAX_EXTRA_DECODE_HOSTS = 16
 RECALL_COST = "fp8 index keys lose long-context recall (needles beyond about 2,000 tokens are missed)"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .sglang_fleet import Engine, answer
-from .sglang_validate import payload_bytes
+from .sglang_router_rules import payload_bytes
 
 # Chat requests carry a template around the prompt; the rendered template adds a few tokens per message.
 CHAT_TEMPLATE_TOKENS = 16

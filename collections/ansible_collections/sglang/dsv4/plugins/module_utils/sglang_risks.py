@@ -21,9 +21,9 @@ from typing import Any
 
 from .sglang_capacity import activation_tokens, default_mem_fraction, is_dsv4
 from .sglang_declared import engine_envelope, router_envelope
+from .sglang_engine_rules import engine_limits
 from .sglang_fleet import Engine, Memory, answer, ranks_of
 from .sglang_plan import Fleet, Option, Shape, change, plan
-from .sglang_validate import engine_limits
 
 SEVERITIES = ("info", "warn", "critical")
 WORKLOAD_KEYS = ("p90_context_tokens", "prefill_tokens_per_sec", "requests_per_sec", "model_load_secs")

@@ -210,7 +210,7 @@ ROUTER_RULES: tuple[Rule, ...] = (
     Rule(
         "router.timeouts_positive",
         CHECKED,
-        tuple(name for name, _ in TIMEOUTS),
+        tuple(name for name, _fix in TIMEOUTS),
         "must be > 0 seconds (smg)",
         "declare a positive number of seconds",
         _timeouts,
@@ -218,7 +218,7 @@ ROUTER_RULES: tuple[Rule, ...] = (
     Rule(
         "router.retries_at_least",
         CHECKED,
-        tuple(name for name, _, _ in RETRIES),
+        tuple(name for name, _least, _fix in RETRIES),
         "retry_max_retries must be >= 1 and the backoffs >= 0 (smg)",
         "declare e.g. 5 retries, 100 ms and 2000 ms",
         _retries,

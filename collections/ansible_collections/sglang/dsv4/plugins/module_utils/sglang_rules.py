@@ -64,7 +64,7 @@ def run(rows: Sequence[Rule], ctx: Any) -> list[str]:
 
 def split_fix(text: str) -> tuple[str, str]:
     """A `rule; fix: fix` text as (rule, fix); fix is empty when the text names none."""
-    rule, _, fix = text.partition("; fix: ")
+    rule, _sep, fix = text.partition("; fix: ")
     return rule, fix
 
 

@@ -7,14 +7,11 @@ from typing import Any
 
 from .sglang_declared import GROUPS, engine_envelope, model_config_path, router_envelope
 from .sglang_engine_rules import CAPACITY, ENGINE_RULES, EngineContext
-from .sglang_engine_rules import engine_limits as engine_limits
-from .sglang_engine_rules import model_facts as model_facts
 from .sglang_fleet import Engine, answer
 from .sglang_fleet_rules import FLEET_RULES, ServerContext
 from .sglang_host_rules import HOST_RULES, MODEL_FACT_RULES, HostContext
 from .sglang_pairs import fleet_pair_problems
 from .sglang_router_rules import ROUTER_RULES, RouterContext
-from .sglang_router_rules import payload_bytes as payload_bytes
 from .sglang_rules import findings, message, run
 from .sglang_schema import ENGINE_ROLES, EnvelopeError
 from .sglang_sidedoors import sidedoor_problems
@@ -38,7 +35,7 @@ def check_engine(
     only when every stage before the capacity model passed and the capacity model sized the engine."""
     ctx = EngineContext(host, role, env, hostvars, model_config)
     found = findings(ENGINE_RULES, ctx)
-    sized = ctx.gib > 0 and all(row.stage == CAPACITY for row, _ in found)
+    sized = ctx.gib > 0 and all(row.stage == CAPACITY for row, _finding in found)
     return [message(row.id, f) for row, f in found], ctx.limits[0] if sized else None
 
 

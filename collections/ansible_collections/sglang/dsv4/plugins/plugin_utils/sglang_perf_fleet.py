@@ -3,7 +3,7 @@ time model's FleetShape, and the predicted TTFT / ITL of workload shapes on it, 
 check-request, the audit and bench/perf_table.py.
 
 Nothing here sizes memory: engine counts, running limits, the resolved chunk size and the router's admission come
-from the capacity model and the fleet answer (sglang_plan.engines / fleet_answer, sglang_validate.engine_limits);
+from the capacity model and the fleet answer (sglang_plan.engines / fleet_answer, sglang_engine_rules.engine_limits);
 the times come from sglang_perf.predict_many over a StepSource (AIConfigurator's measured H200 data by default).
 Without the estimator's venv every answer says so ("time: not predicted (make perf-venv)") instead of failing.
 
@@ -30,6 +30,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     engine_envelope,
     router_envelope,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import engine_limits
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     Fleet,
     Option,
@@ -41,7 +42,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     fleet_from_inventory,
     parse_shape,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import engine_limits
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     Figure,
     FleetShape,

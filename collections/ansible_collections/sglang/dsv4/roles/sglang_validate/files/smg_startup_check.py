@@ -48,10 +48,23 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception): ")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
+class FreePorts:
+    """Free loopback ports, each held open until close(), so that no two of one line are the same port: a port
+    closed at once may be handed out again by the next bind (two listeners of a line on one port, which smg refuses
+    as a clash the declaration does not have)."""
+
+    def __init__(self) -> None:
+        self._held: list[socket.socket] = []
+
+    def take(self) -> int:
+        sock = socket.socket()
+        self._held.append(sock)
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+    def close(self) -> None:
+        for sock in self._held:
+            sock.close()
 
 
 def groups(argv: list[str]) -> list[tuple[int, int]]:
@@ -90,6 +103,7 @@ def isolated(argv: list[str]) -> tuple[list[str], int, dict[str, int]]:
     """The line with loopback listeners on free ports and unreachable workers; the main port to poll; and the
     free port that stands for each declared one."""
     out = list(argv)
+    free = FreePorts()
     ports: dict[str, int] = {}
     main_port = 0
     for start, end in groups(out):
@@ -98,14 +112,15 @@ def isolated(argv: list[str]) -> tuple[list[str], int, dict[str, int]]:
             out[start + 1] = "127.0.0.1"
         elif flag in ("--port", "--prometheus-port") and values:
             if values[0] != "0" and values[0].lstrip("-").isdigit():
-                out[start + 1] = str(ports.setdefault(values[0], _free_port()))
+                out[start + 1] = str(ports.setdefault(values[0], free.take()))
             if flag == "--port":
                 main_port = int(out[start + 1]) if out[start + 1].lstrip("-").isdigit() else 0
         elif flag in ("--prefill", "--decode") and values:
-            out[start + 1] = f"http://127.0.0.1:{_free_port()}"
+            out[start + 1] = f"http://127.0.0.1:{free.take()}"
     if "--port" not in out:  # smg's default port: poll it where the child would listen
-        main_port = _free_port()
+        main_port = free.take()
         out += ["--port", str(main_port)]
+    free.close()
     return out, main_port, ports
 
 
