@@ -152,6 +152,24 @@ def test_two_capped_routers_below_the_calls_do_not_fit() -> None:
     assert not result.fits_today
 
 
+def test_admitting_more_calls_splits_them_over_the_routers() -> None:
+    """300 calls behind two routers capped at 50 and 40: the three decode engines go to 100 running requests each, and
+    each router to 150, half the calls, since each admits its own cap; 300 + 300 would admit twice what the engines
+    run, which validation refuses."""
+    fleet = two_routers(50, 40)
+    _fleet, config = multinode()
+    first = answers(fleet, config, 300)[0]
+    assert first.title == "admit more calls"
+    assert first.changes == [
+        ("sglang_decode.max_running_requests", 64, 100),
+        ("sglang_router.max_concurrent_requests", 50, 150),
+        ("sglang_router.max_concurrent_requests", 40, 150),
+    ]
+    assert first.after is not None
+    assert (first.after.parallel, first.after.decode_running, first.after.router_cap) == (300, 300, 300)
+    assert first.refused == []  # the changed fleet passes validation
+
+
 # ---------------------------------------------------------------- the boundary of "fits"
 
 

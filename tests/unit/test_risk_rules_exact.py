@@ -127,6 +127,17 @@ def test_admission_fix_keeps_what_the_fleet_holds() -> None:
     assert found.fixes[0]["diff"] == ["router.max_concurrent_requests = 2"]
 
 
+def test_admission_fix_splits_what_the_fleet_holds_over_the_routers() -> None:
+    # 8,192 tokens of pool, 1,024 per call: eight fit; two routers of 5 admit 10, and each admits its own cap, so
+    # each gets 8 // 2 = 4 (together the 8 the decode engine holds).
+    state = fleet(eng("decode", pool=8192), routers=[{"max_concurrent_requests": 5}, {"max_concurrent_requests": 5}])
+    judge = _Recorder(state)
+    _admission(judge, 1000, "p90_context")
+    [found] = judge.findings
+    assert found.numbers == {"router_max_concurrent_requests": 10, "decode_holds": 8, "tokens_per_call": 1000}
+    assert found.fixes[0]["diff"] == ["router.max_concurrent_requests = 4"]
+
+
 # --- prefill pool ---
 
 

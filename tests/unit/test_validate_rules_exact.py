@@ -1211,6 +1211,47 @@ def test_the_router_bound_is_the_sum_of_the_decode_engines(bound: int, expected:
     assert check_fleet(hostvars, groups, DSV4) == expected
 
 
+@pytest.mark.parametrize(
+    ("caps", "expected"),
+    [
+        ((32, 32), []),
+        ((40, 24), []),
+        (
+            (64, 64),
+            [
+                f"{r}: sglang_router.max_concurrent_requests=64: with the other 1 router(s)' 64, the 2 routers admit "
+                "128, above what the decode fleet runs at once (64): each smg router admits its own "
+                "max_concurrent_requests, the mesh shares no count [router.max_concurrent_requests_within_decode]; "
+                "fix: give each of the 2 routers 32; extra requests belong in queue_size"
+                for r in ("r1", "r2")
+            ],
+        ),
+        (
+            (40, 25),
+            [
+                "r1: sglang_router.max_concurrent_requests=40: with the other 1 router(s)' 25, the 2 routers admit "
+                "65, above what the decode fleet runs at once (64): each smg router admits its own "
+                "max_concurrent_requests, the mesh shares no count [router.max_concurrent_requests_within_decode]; "
+                "fix: lower it to <= 39, or give each of the 2 routers 32; extra requests belong in queue_size",
+                "r2: sglang_router.max_concurrent_requests=25: with the other 1 router(s)' 40, the 2 routers admit "
+                "65, above what the decode fleet runs at once (64): each smg router admits its own "
+                "max_concurrent_requests, the mesh shares no count [router.max_concurrent_requests_within_decode]; "
+                "fix: lower it to <= 24, or give each of the 2 routers 32; extra requests belong in queue_size",
+            ],
+        ),
+    ],
+    ids=["half-each", "uneven-at-the-sum", "each-at-the-whole", "one-above-the-sum"],
+)
+def test_routers_together_admit_no_more_than_the_decode_fleet(caps: tuple[int, int], expected: list[str]) -> None:
+    """Two routers in front of one decode engine of 64 running requests: each admits its own cap (smg's mesh shares
+    no admission count), so the fleet admits their sum, and the sum is bounded."""
+    engines = {"p": _engine_only("prefill"), "d": _engine_only("decode")}
+    routers = {f"r{i}": {**copy.deepcopy(BASE), _R: {**BASE[_R], "max_concurrent_requests": cap}}
+               for i, cap in enumerate(caps, 1)}  # fmt: skip
+    groups = {"sglang_prefill": ["p"], "sglang_decode": ["d"], "sglang_router": list(routers)}
+    assert check_fleet({**engines, **routers}, groups, DSV4) == expected
+
+
 def test_host_problems_come_sorted_by_host() -> None:
     """Host variables are checked once per engine host, in host name order."""
     hostvars = {h: {**_engine_only("decode"), "sglang_gpu_memory_gib": 1025} for h in ("b", "a")}

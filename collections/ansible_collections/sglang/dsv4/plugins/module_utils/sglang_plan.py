@@ -255,10 +255,13 @@ def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls:
     if any(d is not None and int(d) < need for d in declared):
         _set(fleet, option, "decode", "max_running_requests", need)
     running = fleet_fit(fleet, model_config, None).decode_running
-    for host in fleet.hosts("router"):
+    routers = fleet.hosts("router")
+    # Each router admits its own cap (smg's mesh shares no count): the calls and the decode fleet split over them.
+    share = max(1, min(math.ceil(calls / len(routers)), running // len(routers))) if routers else 0
+    for host in routers:
         cap = router_envelope(fleet.hostvars[host]).get("max_concurrent_requests")
-        if cap is not None and 0 < int(cap) < calls:
-            _set(fleet, option, "router", "max_concurrent_requests", min(calls, running))
+        if cap is not None and 0 < int(cap) < math.ceil(calls / len(routers)):
+            _set(fleet, option, "router", "max_concurrent_requests", share)
             break
 
 

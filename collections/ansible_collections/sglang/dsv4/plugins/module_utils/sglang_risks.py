@@ -136,7 +136,8 @@ def _admission(judge: _Judge, tokens: int | None, label: str) -> None:
         judge.planned(cap, tokens),
         judge.change(
             f"admit only what the decode fleet holds at {tokens:,} tokens",
-            [("router", "max_concurrent_requests", max(1, holds))],
+            # each router admits its own cap: the decode fleet's calls split over the routers
+            [("router", "max_concurrent_requests", max(1, holds // max(1, len(state.routers))))],
         ),
     )
 

@@ -37,13 +37,17 @@ def payload_bytes(tokens: int) -> int:
 
 @dataclass(frozen=True)
 class RouterContext:
-    """One router envelope, with what the decode fleet runs at once (0: unknown) and the longest context (None:
-    unknown)."""
+    """One router envelope, with what the decode fleet runs at once (0: unknown), the longest context (None:
+    unknown), and what the fleet's other routers admit: the sum of their positive max_concurrent_requests, and how
+    many they are. Each smg router admits its own max_concurrent_requests; their HA mesh shares no admission count
+    (tests/component/sim/test_smg_mesh.py, two real routers), so the fleet admits the sum."""
 
     host: str
     env: Mapping[str, Any]
     decode_running: int
     context_len: int | None
+    others_admit: int = 0
+    other_routers: int = 0
 
     def var(self, key: str) -> str:
         return f"{self.host}: sglang_router.{key}"
@@ -88,13 +92,26 @@ def _bounded(c: RouterContext) -> Iterator[Finding]:
 
 def _within_decode(c: RouterContext) -> Iterator[Finding]:
     mcr = c.get("max_concurrent_requests")
-    if mcr is not None and int(mcr) >= 1 and c.decode_running and int(mcr) > c.decode_running:
+    if mcr is None or int(mcr) < 1 or not c.decode_running or int(mcr) + c.others_admit <= c.decode_running:
+        return
+    if not c.other_routers:
         yield Finding(
             c.var("max_concurrent_requests"),
             mcr,
             f"above what the decode fleet runs at once ({c.decode_running})",
             f"lower it to <= {c.decode_running}; extra requests belong in queue_size",
         )
+        return
+    routers, left = c.other_routers + 1, c.decode_running - c.others_admit
+    yield Finding(
+        c.var("max_concurrent_requests"),
+        mcr,
+        f"with the other {c.other_routers} router(s)' {c.others_admit}, the {routers} routers admit "
+        f"{int(mcr) + c.others_admit}, above what the decode fleet runs at once ({c.decode_running}): each smg "
+        "router admits its own max_concurrent_requests, the mesh shares no count",
+        (f"lower it to <= {left}, or " if left >= 1 else "")
+        + f"give each of the {routers} routers {c.decode_running // routers}; extra requests belong in queue_size",
+    )
 
 
 def _queue_size(c: RouterContext) -> Iterator[Finding]:
@@ -186,9 +203,13 @@ ROUTER_RULES: tuple[Rule, ...] = (
     Rule(
         "router.max_concurrent_requests_within_decode",
         CHECKED,
-        ("max_concurrent_requests", "the decode engines' max_running_requests"),
-        "the router admits no more than the decode fleet runs at once",
-        "lower it to the decode fleet's sum; extra requests belong in queue_size",
+        (
+            "max_concurrent_requests",
+            "the other routers' max_concurrent_requests",
+            "the decode engines' max_running_requests",
+        ),
+        "the routers together admit no more than the decode fleet runs at once (each router admits its own)",
+        "lower it, or split the decode fleet's sum over the routers; extra requests belong in queue_size",
         _within_decode,
     ),
     Rule(

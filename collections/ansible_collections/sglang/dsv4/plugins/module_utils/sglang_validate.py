@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .sglang_declared import GROUPS, engine_envelope, model_config_path, router_envelope
@@ -39,9 +39,17 @@ def check_engine(
     return [message(row.id, f) for row, f in found], ctx.limits[0] if sized else None
 
 
-def check_router(host: str, env: Mapping[str, Any], decode_running: int, context_len: int | None) -> list[str]:
-    """Checks of one router envelope (ROUTER_RULES) against smg 1.13.0's rules and the decode fleet."""
-    return run(ROUTER_RULES, RouterContext(host, env, decode_running, context_len))
+def check_router(
+    host: str,
+    env: Mapping[str, Any],
+    decode_running: int,
+    context_len: int | None,
+    others: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """Checks of one router envelope (ROUTER_RULES) against smg 1.13.0's rules, the decode fleet and the envelopes
+    of the fleet's `others` routers (their positive max_concurrent_requests add to this one's)."""
+    caps = [int(o["max_concurrent_requests"]) for o in others if (o.get("max_concurrent_requests") or 0) > 0]
+    return run(ROUTER_RULES, RouterContext(host, env, decode_running, context_len, sum(caps), len(others)))
 
 
 def check_fleet(
@@ -84,7 +92,8 @@ def check_fleet(
     decode_running = memory.decode_running if memory else 0
     context_len = min(([memory.per_call_context] if memory else []) + unsized_contexts, default=None)
     for host, env in routers.items():
-        errors += check_router(host, env, decode_running, context_len)
+        others = [e for h, e in routers.items() if h != host]
+        errors += check_router(host, env, decode_running, context_len, others)
     errors += fleet_pair_problems(all_hostvars, groups, model_config)
     errors += sidedoor_problems(all_hostvars, groups)  # extra env and args, ports, addresses (sglang_sidedoors)
     return errors
