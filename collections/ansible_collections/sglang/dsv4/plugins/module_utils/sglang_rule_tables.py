@@ -1,7 +1,9 @@
-"""All validation rule tables, and docs/rules.md written from them (one table per scope: id, reads, rule, fix)."""
+"""All validation rule tables, and docs/rules.md written from them (one table per scope: id, reads, rule, fix), with
+the near-limit alerts (sglang_alerts.NEAR_LIMITS) after them."""
 
 from __future__ import annotations
 
+from .sglang_alerts import NEAR_LIMITS, Policy
 from .sglang_engine_rules import ENGINE_RULES
 from .sglang_fleet_rules import FLEET_RULES
 from .sglang_host_rules import HOST_RULES
@@ -27,7 +29,7 @@ def _cell(text: str) -> str:
 def rules_markdown() -> str:
     """docs/rules.md: the rules of each scope in the order they run; a stage runs only when the earlier found none."""
     lines = [
-        "# Validation rules",
+        "# Validation and alert rules",
         "",
         "Generated from the rule tables (plugins/module_utils/sglang_*_rules.py) by `make rules-doc`; do not edit.",
         "Each problem the validation reports names its rule: `{var}={value}: {rule} [{id}]; fix: {fix}`, with the",
@@ -47,4 +49,25 @@ def rules_markdown() -> str:
         for r in (r for r in RULES if r.scope == scope):
             reads = ", ".join(k if " " in k else f"`{k}`" for k in r.reads)
             lines.append(f"| `{r.id}` | {r.stage} | {reads} | {_cell(r.rule)} | {_cell(r.fix)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _near_limit_lines()) + "\n"
+
+
+def _near_limit_lines() -> list[str]:
+    """The alerts at a share of a declared limit, each with the gauge, the share and the hold it reads."""
+    policy = Policy()
+    lines = [
+        "",
+        "## near-limit alerts",
+        "",
+        "The alerts that fire when a gauge of a server reaches a share of a declared limit (sglang_alerts.NEAR_LIMITS;",
+        "the monitoring role writes them as Prometheus rules, each with a promtool test at the line and below it).",
+        "",
+        "| alert | severity | guards | gauge | share (default) | for (default) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in NEAR_LIMITS.values():
+        gauge = f"`{row.aggregate}({row.figure})`" + (f" / `{row.of_live}`" if row.of_live else "")
+        share = f"`sglang_monitoring_{row.share}` ({getattr(policy, row.share)})"
+        hold = f"`sglang_monitoring_{row.hold}` ({getattr(policy, row.hold)})"
+        lines.append(f"| `{row.alert}` | {row.severity} | `{row.guards}` | {gauge} | {share} | {hold} |")
+    return lines
