@@ -11,6 +11,7 @@ from typing import Any
 from .sglang_argspec import SGLANG
 from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine, weights_bytes_per_gpu
 from .sglang_declared import declared_in, declared_var
+from .sglang_host_rules import FACTS
 from .sglang_rules import NO_VALUE, Finding, Rule, choice_findings, in_range, port_findings, split_fix
 
 # arg_groups/serving_hook.py: the fp4 indexer needs an SM100, SM120 or gfx95 GPU.
@@ -33,11 +34,8 @@ def model_facts(hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) ->
     """(params_b, quantization): as declared in sglang_model, else as models/<name>/config.json states them
     (num_parameters_b, quantization)."""
     model = hostvars.get("sglang_model") or {}
-    params_b, quantization = model.get("params_b"), model.get("quantization")
-    return (
-        params_b if params_b is not None else model_config.get("num_parameters_b"),
-        quantization if quantization is not None else model_config.get("quantization"),
-    )
+    params_b, quantization = (model[k] if model.get(k) is not None else model_config.get(f) for k, f in FACTS)
+    return params_b, quantization
 
 
 def engine_limits(model_config: Mapping[str, Any], env: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Any:

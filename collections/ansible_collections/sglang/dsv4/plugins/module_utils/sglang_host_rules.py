@@ -11,7 +11,8 @@ from .sglang_rules import Finding, Rule
 
 # At least this many parameters in `params_b` means a count of parameters, not billions.
 PARAMS_B_UNITS = 100_000
-FACTS = (("params_b", "num_parameters_b"), ("quantization", "quantization"))  # sglang_model key, config.json field
+# sglang_model key and the config.json field that states it (the host rules and sglang_engine_rules.model_facts)
+FACTS = (("params_b", "num_parameters_b"), ("quantization", "quantization"))
 
 
 @dataclass(frozen=True)
