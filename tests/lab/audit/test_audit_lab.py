@@ -1,7 +1,9 @@
 """audit.yml against a lab host after site.yml: a clean audit passes; drift injected into each layer is flagged in
-that layer and key only, fails the run, and a redeploy clears it.
+that layer and key only, fails the run, and putting the edit back (or site.yml, which also restarts a process that
+runs other flags than its files) clears it.
 
-The lab host is a scratch host of these tests (see conftest.py); each test redeploys afterwards, even when it fails.
+The lab host is a scratch host of these tests (see conftest.py); each test leaves it as deployed (by site.yml, or
+by putting back the file it edited) and is redeployed when it fails.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def deployed(audit_lab: AuditLab) -> AuditLab:
 @pytest.fixture
 def redeploy(deployed: AuditLab, request: pytest.FixtureRequest) -> Iterator[AuditLab]:
     """Redeploy after a test that failed, whatever it left behind (site.yml restores the files and restarts on
-    change). A test that passed did so itself: each ends with site.yml and a clean audit."""
+    change). A test that passed did so itself: each ends with the host as deployed and a clean audit."""
     yield deployed
     if not request.node.stash.get(BODY_PASSED, False):
         deploy(deployed)
@@ -139,8 +141,11 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
 
 
 def test_hand_edited_script_is_on_disk_drift(redeploy: AuditLab, tmp_path: Path) -> None:
+    """An edit the process has not read: drift on disk only. Putting the file back clears it (the other drift tests
+    show that site.yml does too)."""
     lab, host = redeploy, redeploy.host
-    on_host(lab, f"sed -i 's/--max-running-requests 64/--max-running-requests 48/' {DECODE_SCRIPT} && "
+    on_host(lab, f"cp -p {DECODE_SCRIPT} /root/serve.orig && "
+                 f"sed -i 's/--max-running-requests 64/--max-running-requests 48/' {DECODE_SCRIPT} && "
                  f"grep -q -- '--max-running-requests 48' {DECODE_SCRIPT}")  # fmt: skip
     run, report = audit(lab, tmp_path)
     assert run.returncode != 0
@@ -148,7 +153,7 @@ def test_hand_edited_script_is_on_disk_drift(redeploy: AuditLab, tmp_path: Path)
     item = next(d for d in server(report, host, "decode")["drift"] if d["key"] == "max_running_requests")
     assert item["layers"] == ["on_disk"] and item["live"] == 48
     assert "a restart would apply the edit" in item["explanation"]
-    deploy(lab)
+    on_host(lab, f"cp -p /root/serve.orig {DECODE_SCRIPT}")
     assert_clean(*audit(lab, tmp_path))
 
 
@@ -167,10 +172,14 @@ def test_changed_declaration_is_declared_drift(deployed: AuditLab, tmp_path: Pat
     assert_clean(*audit(lab, tmp_path))  # the inventory as deployed
 
 
-def test_flag_changed_and_engine_restarted_by_hand(redeploy: AuditLab, tmp_path: Path) -> None:
+def test_flag_changed_by_hand_then_only_the_process_keeps_it(redeploy: AuditLab, tmp_path: Path) -> None:
+    """A flag edited and the engine restarted by hand drifts on disk, in the process and in what it applies. The
+    edit undone without a restart leaves the process (and what it applies) alone drifting. site.yml reads the
+    process against the files, restarts it, and the audit is clean again."""
     lab, host = redeploy, redeploy.host
-    on_host(lab, f"sed -i 's/--context-length 524288/--context-length 262144/' {DECODE_SCRIPT} && "
-                 f"systemctl restart {DECODE_UNIT}")  # fmt: skip
+    on_host(lab, f"cp -p {DECODE_SCRIPT} /root/serve.orig && "
+                 f"sed -i 's/--context-length 524288/--context-length 262144/' {DECODE_SCRIPT} && "
+                 f"systemctl restart {DECODE_UNIT} && {runs_with(DECODE_UNIT, '--context-length 262144')}")  # fmt: skip
     wait_healthy(lab, 30001)
     run, report = audit(lab, tmp_path)
     assert run.returncode != 0
@@ -178,20 +187,8 @@ def test_flag_changed_and_engine_restarted_by_hand(redeploy: AuditLab, tmp_path:
     item = next(d for d in server(report, host, "decode")["drift"] if d["key"] == "context_length")
     assert item["layers"] == ["on_disk", "running", "effective"], item
     assert server(report, host, "decode")["live"]["context_length"] == 262144
-    deploy(lab)
-    assert_clean(*audit(lab, tmp_path))
 
-
-def test_process_started_with_a_flag_its_files_lack(redeploy: AuditLab, tmp_path: Path) -> None:
-    """Edited, restarted, the edit undone without a restart: only the process (and what it applies) drifts. The
-    edit is undone once the new process runs with it (a bounded wait on its command line, not a second's head
-    start: a loaded host may not have read the script by then)."""
-    lab, host = redeploy, redeploy.host
-    on_host(lab, f"cp -p {DECODE_SCRIPT} /root/serve.orig && "
-                 f"sed -i 's/--context-length 524288/--context-length 262144/' {DECODE_SCRIPT} && "
-                 f"systemctl restart {DECODE_UNIT} && {runs_with(DECODE_UNIT, '--context-length 262144')} && "
-                 f"cp -p /root/serve.orig {DECODE_SCRIPT}")  # fmt: skip
-    wait_healthy(lab, 30001)
+    on_host(lab, f"cp -p /root/serve.orig {DECODE_SCRIPT}")
     run, report = audit(lab, tmp_path)
     assert run.returncode != 0
     assert drift_of(report) == {(host, "decode", "context_length", "running")}
@@ -206,7 +203,8 @@ def test_bf16_index_keys_off_changes_the_effective_capacity(redeploy: AuditLab, 
     lab, host = redeploy, redeploy.host
     _, before = audit(lab, tmp_path)
     flag = "SGLANG_DSV4_BF16_INDEX_K"
-    on_host(lab, f"sed -i 's/^{flag}=1$/{flag}=0/' {DECODE_ENV} && grep -q '^{flag}=0$' {DECODE_ENV} && "
+    on_host(lab, f"cp -p {DECODE_ENV} /root/env.orig && "
+                 f"sed -i 's/^{flag}=1$/{flag}=0/' {DECODE_ENV} && grep -q '^{flag}=0$' {DECODE_ENV} && "
                  f"systemctl restart {DECODE_UNIT}")  # fmt: skip
     wait_healthy(lab, 30001)
     run, after = audit(lab, tmp_path)
@@ -223,7 +221,8 @@ def test_bf16_index_keys_off_changes_the_effective_capacity(redeploy: AuditLab, 
     assert cap_after["full_length_fit"] >= server(before, host, "decode")["capacity"]["full_length_fit"]
     info = [d for d in server(after, host, "decode")["drift"] if d["key"] == "max_total_tokens"]
     assert info and info[0]["severity"] == "info", "the live pool should differ from the bf16 prediction"
-    deploy(lab)
+    on_host(lab, f"cp -p /root/env.orig {DECODE_ENV} && systemctl restart {DECODE_UNIT}")
+    wait_healthy(lab, 30001)
     assert_clean(*audit(lab, tmp_path))
 
 
