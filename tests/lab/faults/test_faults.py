@@ -85,22 +85,18 @@ def check_metadata() -> None:
 
 
 def check_recovery(pinned: tuple[str, ...], tmp_path: Path) -> str:
-    """A plain rerun of the same command (`pinned`: its extra arguments) converges; the next changes nothing (a rerun
-    that changed nothing, as after a rollback, is that next run itself)."""
+    """A plain rerun of the same command (`pinned`: its extra arguments) converges: it passes, the audit is clean
+    (declared, on disk, running and applied agree), and no backup, marker, release switch record or file metadata of
+    the fault is left. That a converged host's next run changes nothing is molecule's idempotence step."""
     run = playbook("site.yml", *pinned)
     assert run.returncode == 0, f"the rerun failed:\n{run.tail()}"
-    seconds = f"{run.seconds:.0f} s"
-    if run.changed() > 0:
-        again = playbook("site.yml", *pinned)
-        assert again.returncode == 0 and again.changed() == 0, f"not idempotent after the rerun:\n{again.tail()}"
-        seconds = f"{run.seconds:.0f}+{again.seconds:.0f} s"
     audit_run, report = audit(tmp_path)
     assert audit_run.returncode == 0, f"audit not clean after the rerun: {report['summary']}\n{audit_run.tail()}"
     assert backups() == [], backups()
     assert not any("in_progress" in r for r in facts().values()), facts()
     assert sh("test -e /etc/ansible/facts.d/sglang_release.fact && echo left", check=False) == ""
     check_metadata()
-    return f"converged, changed=0 ({seconds})"
+    return f"converged, changed={run.changed()} ({run.seconds:.0f} s), audit clean"
 
 
 def check_rolled_back(run: Run, unit: str, verdict: str, outcome: Outcome, tmp_path: Path) -> None:
