@@ -99,10 +99,10 @@ $(PERF_VENV)/.installed: requirements/aiconfigurator.txt
 
 flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables and SGLang's env registry from their code
 	$(PARSER_VENV)/bin/python tests/component/contract/flag_dump.py sglang --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py
-	$(PARSER_VENV)/bin/python tests/component/contract/env_dump.py --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
+	$(PARSER_VENV)/bin/python tests/component/contract/env_dump.py --write collections/ansible_collections/sglang/dsv4/plugins/plugin_utils/sglang_envtable.py
 	$(BIN)/python tests/component/contract/flag_dump.py smg --write collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py
 	$(BIN)/ruff format -q collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_argtable.py collections/ansible_collections/sglang/dsv4/plugins/module_utils/smg_argtable.py \
-	  collections/ansible_collections/sglang/dsv4/plugins/module_utils/sglang_envtable.py
+	  collections/ansible_collections/sglang/dsv4/plugins/plugin_utils/sglang_envtable.py
 
 rules-doc: venv ## Regenerate docs/rules.md from the validation rule tables
 	$(BIN)/python bench/rules_doc.py

@@ -1,8 +1,8 @@
 """The folder `make mutation` runs mutmut in: .cache/mutation, with each mutated source at its import path.
 
 mutmut names a mutant after its file's path under the current folder and switches it on by the module's import
-name, so the two must agree: `ansible_collections/sglang/dsv4/plugins/module_utils/sglang_plan.py` is the module
-`ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan`. The run folder therefore holds each source at
+name, so the two must agree: `ansible_collections/sglang/dsv4/plugins/plugin_utils/sglang_plan.py` is the module
+`ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan`. The run folder therefore holds each source at
 its import path (SOURCES, links to the repository) beside links to the repository's top-level entries. mutmut
 copies the sources and the tests into `mutants/`; this script first lays out the rest of `mutants/` by links, so
 that the code and the tests, which find their files from their own paths, read the repository's files and import

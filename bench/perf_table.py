@@ -13,10 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import fleet_from_inventory
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import Workload
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_fleet import predict_shapes, shape_of
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import fleet_from_inventory
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "cli"))

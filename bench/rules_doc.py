@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import rules_markdown
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import rules_markdown
 
 DOC = Path(__file__).resolve().parent.parent / "docs/rules.md"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_closure import PACKAGE, program_closure
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_closure import PACKAGE, program_closure
 from verify_expect import REPO, HostPlan
 
 HERE = Path(__file__).resolve().parent

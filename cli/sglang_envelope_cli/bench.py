@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import CapacityError
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import _polyline, _scale_log
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     GROUPS,
     WILDCARDS,
@@ -36,16 +35,17 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     local_url,
     router_envelope,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import _polyline, _scale_log
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     PlanError,
     fleet_answer,
     fleet_from_inventory,
     parse_shape,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sidedoors import is_loopback
-from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import is_loopback
 
 REPO = Path(__file__).resolve().parents[2]
 PARSER_VENV = REPO / ".cache" / "sglang-parser-venv"

@@ -18,7 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
+    bf16_index_loss,
+    concurrency_table,
+    default_context_lens,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    model_config_path,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     DASHBOARD_FILE,
     RULES_FILE,
     RULES_TEST_FILE,
@@ -30,38 +44,24 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     promtool_tests,
     rule_file,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
-    CapacityError,
-    bf16_index_loss,
-    concurrency_table,
-    default_context_lens,
-)
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import render_svg
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
-    GROUPS,
-    engine_envelope,
-    model_config_path,
-    router_envelope,
-)
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import Engine, router_admission
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
-    PlanError,
-    fleet_from_inventory,
-    parse_shape,
-    plan,
-    render,
-)
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import check_request
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import declared_state, risks
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import render as render_risks
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
-from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import render_svg
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import Engine, router_admission
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import (
     LiveFiguresMissing,
     LiveSteps,
     live_steps,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
+    PlanError,
+    fleet_from_inventory,
+    parse_shape,
+    plan,
+    render,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import check_request
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import render as render_risks
 
 from . import bench
 

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import length_error
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import length_error
 
 from . import recall
 from .config import EngineConfig
@@ -159,7 +159,7 @@ class Engine:
         auto_truncate = bool(self.cfg.args.get("allow_auto_truncate"))
         ids = list(input_ids)
         # TokenizerManager._validate_one_request, then the scheduler's validate_input_length: the shared checks
-        # (ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request) refuse with SGLang's texts; with
+        # (ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request) refuse with SGLang's texts; with
         # --allow-auto-truncate SGLang truncates.
         if not auto_truncate:
             error = length_error(context_len, lim.max_req_input_len, len(ids), max_new_tokens)

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import ConcurrencyRow
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import _short, render_svg
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import _short, render_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 # The plot area: x from 70 (left margin) to 600 (860 less the 260 legend margin), y from 370 (420 less the

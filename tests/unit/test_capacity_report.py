@@ -8,7 +8,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import concurrency_table, resolve_engine
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import render_svg
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import render_svg
 
 INVENTORY = """all:
   children:

@@ -1,4 +1,4 @@
-"""An edge of the capacity chart's count axis (plugins/module_utils/sglang_chart.render_svg): when 1.2 x the largest
+"""An edge of the capacity chart's count axis (plugins/plugin_utils/sglang_chart.render_svg): when 1.2 x the largest
 count is exactly a power of ten, that power is the top tick, drawn on the top of the plot. The row is synthetic."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import ConcurrencyRow
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_chart import render_svg
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import render_svg
 
 # 8,333,333,333,333,333 x 1.2 rounds to exactly 1e16 in floating point: the axis top is a power of ten.
 HUGE = 8_333_333_333_333_333

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_closure import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_closure import (
     HERE,
     PACKAGE,
     closure,

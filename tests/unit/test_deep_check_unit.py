@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_deep
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import (
     FILES_DIR,
     Line,
     _installed,
@@ -939,7 +939,7 @@ def test_the_smg_probe_imports_smg_with_a_real_python(tmp_path: Path) -> None:
     """The probe runs `python -c 'import smg.launch_router'`: the venv's python has smg, the system's may not."""
     import sys
 
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import _imports_smg
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import _imports_smg
 
     assert _imports_smg(sys.executable) is True
     assert _imports_smg(str(tmp_path / "no" / "python")) is False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import envelope_problems
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import envelope_problems
 
 TYPE = "gpu-node-01: sglang_gpu_memory_gib='lots': argument 'sglang_gpu_memory_gib' ...; fix: declare a float"
 FLEET = "gpu-node-01: sglang_decode.port=30000: port already used by sglang_prefill.port [fleet.ports_free]; fix: ..."

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, deployed_record, read_layers
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sidedoors import _redacted
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import _redacted
 
 SECRET = "sk-facts-secret-456"
 SCRIPT, ENV = "/opt/sglang/bin/serve_dsv4_decode.sh", "/etc/sglang/dsv4-decode.env"

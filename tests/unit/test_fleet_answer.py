@@ -1,4 +1,4 @@
-"""The fleet answer (plugins/module_utils/sglang_fleet.py) on synthetic engines, every expected value worked out by
+"""The fleet answer (plugins/plugin_utils/sglang_fleet.py) on synthetic engines, every expected value worked out by
 hand in the table or its comment from SGLang 0.5.23's rules:
 
 - PD decode admission keeps --num-reserved-decode-tokens (512) free per active request
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import default_chunked_prefill_size
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import (
     CONTEXT,
     KV_POOL,
     PREFILL,

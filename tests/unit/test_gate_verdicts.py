@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_gate
 
 UP = {"ActiveState": "active", "SubState": "running", "MainPID": "1327", "NRestarts": "0"}
 OK = {"status": 200, "json": {"healthy_workers": 2}}

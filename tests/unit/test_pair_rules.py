@@ -1,5 +1,5 @@
-"""PD pair consistency (plugins/module_utils/sglang_pairs.py) and the declared model facts against the model config
-(plugins/module_utils/sglang_validate.py), table-driven over a fleet of one prefill, one decode and one router host."""
+"""PD pair consistency (plugins/plugin_utils/sglang_pairs.py) and the declared model facts against the model config
+(plugins/plugin_utils/sglang_validate.py), table-driven over a fleet of one prefill, one decode and one router host."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import model_facts
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_pairs import fleet_pair_problems
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet, model_fact_problems
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import model_facts
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_pairs import fleet_pair_problems
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet, model_fact_problems
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = yaml.safe_load((REPO / "group_vars" / "all" / "envelope.yml").read_text())

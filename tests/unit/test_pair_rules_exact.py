@@ -1,4 +1,4 @@
-"""PD pair rules (plugins/module_utils/sglang_pairs.py): the exact text of each problem for one synthetic prefill/decode
+"""PD pair rules (plugins/plugin_utils/sglang_pairs.py): the exact text of each problem for one synthetic prefill/decode
 pair built from the shared envelope, so that a changed rule, fix or shown value is seen word for word."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_pairs import Side, pair_problems
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_pairs import Side, pair_problems
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = yaml.safe_load((REPO / "group_vars" / "all" / "envelope.yml").read_text())

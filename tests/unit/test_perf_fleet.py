@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     Shape,
     change,
     fleet_from_inventory,
     plan,
 )
-from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
 from modeltools import load_model
 from shipped import shipped_inventory
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     RECALL_COST,
     Fleet,
     PlanError,
@@ -19,7 +19,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
     rollout_plan,
     rollout_shortfalls,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
 from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
 
@@ -112,7 +112,7 @@ def test_plan_command_prints_the_options() -> None:
 
 
 def test_an_option_is_dropped_only_when_another_is_no_worse_on_every_lever() -> None:
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Option, _undominated
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Option, _undominated
 
     def option(hosts: int, recall: bool, exact: bool = True) -> Option:
         return Option(f"{hosts} hosts, recall cost {recall}", exact=exact, rank=(not exact, hosts, recall, 0, 0))

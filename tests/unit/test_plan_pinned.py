@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     Fleet,
     Option,
     PlanError,

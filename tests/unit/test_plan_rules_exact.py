@@ -1,4 +1,4 @@
-"""The planner's shapes, changes and text (plugins/module_utils/sglang_plan.py), pinned word for word on small synthetic
+"""The planner's shapes, changes and text (plugins/plugin_utils/sglang_plan.py), pinned word for word on small synthetic
 fits, plans and rollout steps, and on a synthetic fleet of one prefill, one decode and one router host."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_plan
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     Fit,
     Fleet,
     Option,

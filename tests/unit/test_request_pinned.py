@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import Verdict, check_request
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import Verdict, check_request
 from sglang_envelope_cli.commands import main
 
 MULTINODE = str(Path(__file__).resolve().parents[2] / "inventories" / "multinode")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import requests_that_fit, resolve_engine
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import check_request, length_error
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import check_request, length_error
 from sglang_envelope_cli.commands import main
 
 REPO = Path(__file__).resolve().parents[2]

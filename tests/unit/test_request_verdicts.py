@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_request import Verdict, check_request, length_error
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_router_rules import payload_bytes
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import Verdict, check_request, length_error
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_router_rules import payload_bytes
 
 
 def _limits(**over: int) -> Any:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_fleet import router_admission
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import router_admission
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import (
     EngineState,
     Finding,
     FleetState,
@@ -438,7 +438,7 @@ def test_render_a_refused_fix_names_the_first_refusal() -> None:
 
 
 def test_the_ladder_keeps_the_sizes_below_the_top_and_ends_at_it() -> None:
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import _ladder
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import _ladder
 
     assert _ladder([64, 8, 32, 16, 8], 32) == [8, 16, 32]
     assert _ladder([], 4) == [4]
@@ -446,8 +446,8 @@ def test_the_ladder_keeps_the_sizes_below_the_top_and_ends_at_it() -> None:
 
 def test_the_declared_fleet_state_says_so(dsv4: dict[str, Any]) -> None:
     """The findings of a declared fleet are judged on the declaration (live ones say "live")."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import fleet_from_inventory
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import declared_state
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import fleet_from_inventory
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state
     from shipped import shipped_inventory
 
     assert declared_state(fleet_from_inventory(*shipped_inventory("production")), dsv4).source == "declared"

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet, fleet_from_inventory
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet, fleet_from_inventory
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import (
     EngineState,
     FleetState,
     declared_state,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import measured_time_risks
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import measured_time_risks
 
 SOURCE = "Prometheus, the last 5m"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import declared_state, risks
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
 from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
 

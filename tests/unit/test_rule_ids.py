@@ -1,4 +1,4 @@
-"""The rule ids (plugins/module_utils/sglang_rule_tables.py) against the case tables of the rule tests: each id is
+"""The rule ids (plugins/plugin_utils/sglang_rule_tables.py) against the case tables of the rule tests: each id is
 unique, each rule is broken by at least one case, and each id a test names is a rule."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import RULES
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import RULES
 from test_pair_rules import PAIR_CASES
 from test_validate_rules_exact import BAD, ENGINE, HOST, ROUTER, UNSTATED_RULES, V32_CASES
 

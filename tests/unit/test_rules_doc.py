@@ -1,11 +1,11 @@
-"""docs/rules.md is what the rule tables say now (plugins/module_utils/sglang_rule_tables.py)."""
+"""docs/rules.md is what the rule tables say now (plugins/plugin_utils/sglang_rule_tables.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import NEAR_LIMITS
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rule_tables import RULES, SCOPES, rules_markdown
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import NEAR_LIMITS
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import RULES, SCOPES, rules_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs/rules.md"
 

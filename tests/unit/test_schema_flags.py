@@ -16,7 +16,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import (
     to_environ,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError, normalize, parse_size
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
 
 DECODE = {
     "model_path": "/models/x",

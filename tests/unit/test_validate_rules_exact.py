@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import divisors
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_router_rules import payload_bytes
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_rules import Finding, in_range, port_findings
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import divisors
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_router_rules import payload_bytes
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rules import Finding, in_range, port_findings
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import (
     check_engine,
     check_fleet,
     check_router,

@@ -8,8 +8,8 @@ configurator (tests/component/conformance/sglang_pool.py); the same available by
 from __future__ import annotations
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import FP4_INDEXER_REFUSAL
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_engine
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import FP4_INDEXER_REFUSAL
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_engine
 from pool_grid import FRACTIONS, PARSER_PYTHON, Cell, budget, compare, grid, model_config, ours, sglang
 
 

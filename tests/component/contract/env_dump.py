@@ -5,7 +5,7 @@ deprecated alias) and `_DEPRECATED_ENVS` (names SGLang only warns about). enviro
 is loaded from its file in the parser venv without the sglang package's own imports.
 
 `python env_dump.py` prints {"envs": rows, "deprecated": rows} as JSON: the form of
-plugins/module_utils/sglang_envtable.py; `--write FILE` writes that module instead. `--parse` reads
+plugins/plugin_utils/sglang_envtable.py; `--write FILE` writes that module instead. `--parse` reads
 [[name, text], ...] as JSON on stdin and prints, for each, [true, value] when SGLang's own EnvField.parse takes the
 text and [false, message] when it refuses it (then SGLang warns and runs with the default).
 """

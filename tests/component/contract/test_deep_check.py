@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file, parse_script
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import (
     FILES_DIR,
     Line,
     _installed,
@@ -25,7 +26,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import (
     line_problems,
     run_checkers,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file, parse_script
 from deploytools import REPO, envelope
 
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"

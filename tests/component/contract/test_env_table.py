@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_envtable import DEPRECATED, ENVS
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sidedoors import REGISTRY, env_value_problem
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_envtable import DEPRECATED, ENVS
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import REGISTRY, env_value_problem
 
 REPO = Path(__file__).resolve().parents[3]
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"

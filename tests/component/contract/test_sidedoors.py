@@ -1,4 +1,4 @@
-"""The side doors (plugins/module_utils/sglang_sidedoors.py): what reaches a server besides the envelope keys, and
+"""The side doors (plugins/plugin_utils/sglang_sidedoors.py): what reaches a server besides the envelope keys, and
 where it runs.
 
 A corpus of envelopes that pass every other rule of the validation (and SGLang's and smg's own startup checks, which
@@ -16,12 +16,12 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sidedoors import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import (
     parse_router_extra_args,
     sidedoor_problems,
     sidedoors,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_validate import check_fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
 from deploytools import REPO, envelope
 from flag_dump import smg_parser
 
@@ -278,7 +278,7 @@ def test_a_colon_in_the_served_name_names_what_the_operator_wrote() -> None:
 def test_no_queue_needs_no_queue_timeout_as_smg_says(tmp_path: Any) -> None:
     """smg 1.13.0 refuses queue_timeout_secs 0 only when queue_size > 0 ('Must be > 0 when queue_size > 0'): with
     queue_size 0 the validation and smg itself (its Rust validator, started on loopback) accept it."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_deep import deep_check
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import deep_check
 
     no_queue = fleet("one", _set(_R, queue_size=0, queue_timeout_secs=0))
     assert check_fleet(*no_queue, CONFIG) == []

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import Alert
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import Alert
 
 
 def run_promtool(promtool: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

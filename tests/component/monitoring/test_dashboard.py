@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import DASHBOARD_FILE, Policy, fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import DASHBOARD_FILE, Policy, fleet
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build, validate
 from sglang_envelope_cli.commands import (
     load_inventory,

@@ -15,7 +15,8 @@ sys.path[:0] = [
     str(REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_monitoring/files"),
 ]
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles  # noqa: E402
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (  # noqa: E402
     DRIFT_JOB,
     RULES_FILE,
     Policy,
@@ -23,7 +24,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     expand_labels,
     rule_file,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles  # noqa: E402
 from audit_helpers import SECRET, FixtureTransport, load_cases, model_inputs  # noqa: E402
 from audit_helpers import audit_server as audit_role_server  # noqa: E402
 from promtools import run_promtool, series_from_scrapes, write  # noqa: E402

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     DRIFT_METRIC,
     DRIFT_RUN_METRIC,
     RULES_FILE,

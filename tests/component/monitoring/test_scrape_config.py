@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     ENGINE_JOB,
     ROUTER_JOB,
     Policy,
@@ -15,7 +15,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     fleet,
     rule_file,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_monitoring import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_monitoring import (
     Scrape,
     exporter_servers,
     prometheus_config,

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     ENGINE_JOB,
     RULES_FILE,
     Alert,
@@ -23,8 +25,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     fleet,
     rule_file,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
 from promtools import expectation, run_promtool, series_from_scrapes, write
 from sglang_envelope_cli.commands import model_config_for
 from simtools import Launcher, Sim, free_port

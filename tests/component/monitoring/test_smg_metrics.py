@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import httpx
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import Policy, all_alerts, fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import Policy, all_alerts, fleet
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build
 from promtools import parse_exposition
 from sglang_envelope_cli.commands import model_config_for

@@ -1,4 +1,5 @@
-"""The filter plugin's own helpers (the envelope logic itself is module_utils', tested in tests/unit)."""
+"""The filter plugin's own helpers (the envelope logic itself is module_utils' and plugin_utils', tested in
+tests/unit)."""
 
 from __future__ import annotations
 

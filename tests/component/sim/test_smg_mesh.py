@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet, fleet_fit
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet, fleet_fit
 from sglang_envelope_cli.commands import load_inventory, model_config_for
 from simtools import Launcher, free_port, post_together
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_gate import BY_ID
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_gate import BY_ID
 from faulttools import HOST, REPO, UNITS, Outcome, Run, after, backups, facts, metadata, playbook, sh, wait_serving
 
 pytestmark = [pytest.mark.faults, pytest.mark.lab]

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import ENGINE_JOB
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import parse_latency
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import (
     Histogram,
@@ -20,6 +19,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import 
     prometheus_query,
     summary_lines,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import ENGINE_JOB
 from audit_helpers import FIXTURES, fixture_body
 
 DECODE = parse_latency(fixture_body("metrics_sim_decode.txt"))

@@ -1,4 +1,4 @@
-"""Edges of the audit report (plugins/module_utils/sglang_report.py): trailing text of notes and drift lines is kept up
+"""Edges of the audit report (plugins/plugin_utils/sglang_report.py): trailing text of notes and drift lines is kept up
 to its last character, a router declaring no admission cap counts as 0, and the declared fleet's workload reaches the
 risks judged on the live values. Every record, server and fleet here is synthetic."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     Report,
     Server,
     build,

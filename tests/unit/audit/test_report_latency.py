@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import test_sglang_report as base
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import measure
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import build, fleet_lines, render_text
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import build, fleet_lines, render_text
 from audit_helpers import REPO, fixture_body
 
 SIM = "/metrics, since each engine started"

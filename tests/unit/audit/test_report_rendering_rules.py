@@ -13,10 +13,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_report
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import ConcurrencyRow
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_report
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     Report,
     Server,
     build,
@@ -34,7 +34,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
     shown_rows,
     write,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_risks import EngineState
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import EngineState
 
 # ---------------------------------------------------------------- synthetic inputs
 

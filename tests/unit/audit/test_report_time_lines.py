@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import fleet_lines
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import fleet_lines
 
 
 def test_predicted_times_follow_the_memory_figures() -> None:

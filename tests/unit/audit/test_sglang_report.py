@@ -10,8 +10,8 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 from ansible.errors import AnsibleActionFail
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_report
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_report
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     build,
     render_markdown,
     render_text,
@@ -208,7 +208,7 @@ def test_cell_formatting(value: Any, text: str) -> None:
 
 def test_risks_are_judged_on_the_live_values_with_fixes_from_the_declaration() -> None:
     """The fixture's live pool holds far fewer full-context calls than the router admits: a risk with fixes."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import fleet_from_inventory
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import fleet_from_inventory
     from sglang_envelope_cli.commands import model_config_for
     from shipped import shipped_inventory
 

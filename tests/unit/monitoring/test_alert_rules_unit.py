@@ -1,4 +1,4 @@
-"""The Prometheus alert rules generated from a declared envelope (plugins/module_utils/sglang_alerts.py): each rule's
+"""The Prometheus alert rules generated from a declared envelope (plugins/plugin_utils/sglang_alerts.py): each rule's
 PromQL, threshold, window, severity, labels and annotations, and the promtool cases generated beside it.
 
 The engines and routers here are synthetic, with small round figures, so that every threshold can be checked by
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     BURN_WINDOWS,
     DASHBOARD_FILE,
     DRIFT_JOB,
@@ -53,7 +54,6 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     router_alerts,
     rule_file,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = yaml.safe_load((REPO / "group_vars" / "all" / "envelope.yml").read_text())

@@ -1,10 +1,10 @@
-"""Edges of the monitoring policy's checks (plugins/module_utils/sglang_alerts.Policy.from_vars): the error ratio the
+"""Edges of the monitoring policy's checks (plugins/plugin_utils/sglang_alerts.Policy.from_vars): the error ratio the
 refusal of a loose availability SLO quotes is rounded to six decimals. The SLO values are synthetic."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import MonitoringError, Policy
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import MonitoringError, Policy
 
 
 def test_the_quoted_error_ratio_is_rounded_to_six_decimals() -> None:

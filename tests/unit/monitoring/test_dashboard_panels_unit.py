@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     EngineTarget,
     Fleet,
     Policy,

@@ -1,6 +1,6 @@
 """The monitoring policy (sglang_monitoring_* variables: defaults, overrides, the errors that name a bad variable)
 and what the monitoring role writes besides the rules: Prometheus's scrape config and the drift exporter's servers
-(plugins/module_utils/sglang_alerts.Policy and plugins/module_utils/sglang_monitoring.py). Hosts and engines here are
+(plugins/plugin_utils/sglang_alerts.Policy and plugins/plugin_utils/sglang_monitoring.py). Hosts and engines here are
 synthetic."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     POLICY_PREFIX,
     EngineTarget,
     Fleet,
@@ -19,7 +19,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
     RouterTarget,
     policy_vars,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_monitoring import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_monitoring import (
     Scrape,
     address,
     exporter_servers,

@@ -13,8 +13,8 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import Fleet
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_report import build, render_text, write
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import build, render_text, write
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "records": {"type": "list", "elements": "dict", "required": True},

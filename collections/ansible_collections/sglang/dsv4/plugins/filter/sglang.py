@@ -1,4 +1,5 @@
-"""Jinja filters over the envelope core (plugins/module_utils/): thin wrappers, no envelope logic of their own."""
+"""Jinja filters over the envelope core (plugins/module_utils/, plugins/plugin_utils/): thin wrappers, no envelope logic
+of their own."""
 
 from __future__ import annotations
 
@@ -140,14 +141,14 @@ def healthy(answer: Mapping[str, Any] | None, workers: Any = None) -> bool:
 
 def gate_message(verdict_id: str, observations: Sequence[str]) -> str:
     """The health gate's message for a verdict of sglang_gate.VERDICTS and what was observed."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_gate
 
     return sglang_gate.message(verdict_id, observations)
 
 
 def gate_probe_text(answer: Mapping[str, Any] | None, workers: Any = None) -> str:
     """What a health probe last answered (sglang_gate.probe_text)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_gate
 
     return sglang_gate.probe_text(answer, workers)
 
@@ -160,7 +161,7 @@ def gate_settled(
     settle: Any = 0,
 ) -> str:
     """The gate's verdict after the settle time ("" when the server stayed up), sglang_gate.settled."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_gate
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_gate
 
     return sglang_gate.settled(before, after, reprobe, healthy(reprobe, workers), workers, settle)
 
@@ -188,8 +189,8 @@ def predicted_times(
 def latency_query(window: str) -> str:
     """The one Prometheus query of the engines' latency over `window` (module_utils.sglang_latency.prometheus_query,
     on the monitoring role's engine job and its role label)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import ENGINE_JOB
     from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import prometheus_query
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import ENGINE_JOB
 
     return prometheus_query(str(window), ENGINE_JOB)
 
@@ -224,7 +225,7 @@ def measured_latency(
 
 def module_closure(program: str) -> list[str]:
     """The module_utils modules the program at path `program` needs on a host, sglang_closure.program_closure."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_closure as _closure
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_closure as _closure
 
     return list(_closure.program_closure(program))
 
@@ -269,9 +270,9 @@ def router_worker_args(worker_map: Mapping[str, Any]) -> list[str]:
 
 
 def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
-    """Every problem of the inventory's envelope (module_utils check_fleet); [] means it may be deployed."""
+    """Every problem of the inventory's envelope (plugin_utils check_fleet); [] means it may be deployed."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_validate as _validate
 
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = sorted({h for members in names.values() for h in members})
@@ -289,9 +290,9 @@ def envelope_problems(
     fleet_errors: Sequence[str],
     deep_problems: Sequence[str],
 ) -> list[str]:
-    """Every problem of the declared envelope (module_utils envelope_problems): the type errors, the model of the
+    """Every problem of the declared envelope (plugin_utils envelope_problems): the type errors, the model of the
     engine hosts and whether its config was found, the fleet errors and the deep check's problems."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_validate as _validate
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_validate as _validate
 
     return list(
         _validate.envelope_problems(
@@ -306,9 +307,9 @@ def envelope_problems(
 
 
 def sidedoor_warnings(hostvars: Mapping[str, Any], groups: Mapping[str, Any], known: Any = ()) -> list[str]:
-    """Warnings of the side doors (module_utils sglang_sidedoors): extra environment variables SGLang does not read."""
+    """Warnings of the side doors (plugin_utils sglang_sidedoors): extra environment variables SGLang does not read."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_sidedoors as _sidedoors
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_sidedoors as _sidedoors
 
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = sorted({h for members in names.values() for h in members})
@@ -319,9 +320,9 @@ def sidedoor_warnings(hostvars: Mapping[str, Any], groups: Mapping[str, Any], kn
 
 
 def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
-    """Risks of the declared envelope (module_utils sglang_risks), with validated fixes; warnings, not errors."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
+    """Risks of the declared envelope (plugin_utils sglang_risks), with validated fixes; warnings, not errors."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_plan as _plan
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_risks as _risks
 
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
@@ -338,7 +339,7 @@ def rollout_plan(
 ) -> dict[str, list[str]]:
     """The one-server-at-a-time rollout: each engine server in order, with the capacity left while it is out
     (`lines`), and the steps that leave fewer than `min_parallel` parallel calls (`shortfalls`)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_plan as _plan
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_plan as _plan
 
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
@@ -351,7 +352,7 @@ def rollout_plan(
 
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_risks as _risks
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_risks as _risks
 
     return list(_risks.render(findings))
 
@@ -371,10 +372,10 @@ _DEEP_VARS = (
 
 
 def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings: Mapping[str, Any]) -> dict:
-    """SGLang's and smg's own startup checks on every rendered command line (plugins/module_utils/sglang_deep.py):
+    """SGLang's and smg's own startup checks on every rendered command line (plugins/plugin_utils/sglang_deep.py):
     {problems, warnings, stats}."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_deep as _deep
 
     names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
     hosts = sorted({h for members in names.values() for h in members})
@@ -388,7 +389,7 @@ def deep_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], settings:
 
 def engine_limits(envelope: Mapping[str, Any], hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> dict:
     """Capacity-model limits of a declared engine envelope on its host (pool, running requests, context)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import engine_limits as _limits
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import engine_limits as _limits
 
     limits = _limits(_plain(model_config), _plain(envelope), hostvars)
     return {
@@ -533,7 +534,7 @@ def argv(envelope: Mapping[str, Any], role: str) -> list[str]:
 def startup_check_files(unused: Any = None) -> dict[str, Any]:
     """The deep check's script that runs SGLang's own startup checks (roles/sglang_validate/files): `script`, the file
     to run, and `files`, its text and its helper's by file name, for the preflight to run them on the host."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_deep as _deep
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_deep as _deep
 
     names = (_deep.SGLANG_CHECKER, "sglang_cpu.py")
     return {"script": _deep.SGLANG_CHECKER, "files": {n: (_deep.FILES_DIR / n).read_text() for n in names}}
@@ -640,8 +641,8 @@ def monitoring(
     exporters ({engine host: drift-exporter servers})}. `settings`: the sglang_monitoring_* variables; `places`:
     the directories and file modes of the server layout (sglang_defaults_layout)."""
     import yaml  # the controller's (Ansible's own dependency)
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_alerts as _alerts
-    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_monitoring as _monitoring
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_alerts as _alerts
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_monitoring as _monitoring
 
     # Plain JSON values: Ansible's tagged strings are not YAML-serializable.
     declared = json.loads(json.dumps(declared_fleet(hostvars, groups)))

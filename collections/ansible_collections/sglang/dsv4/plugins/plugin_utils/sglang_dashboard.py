@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_alerts import (
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     DRIFT_METRIC,
     ENGINE_JOB,
     ROUTER_JOB,

@@ -30,18 +30,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     engine_envelope,
     router_envelope,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_rules import engine_limits
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_plan import (
-    Fleet,
-    Option,
-    Plan,
-    Shape,
-    change,
-    extend,
-    fleet_answer,
-    fleet_from_inventory,
-    parse_shape,
-)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import engine_limits
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     Figure,
     FleetShape,
@@ -51,6 +40,17 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     aic_model,
     fleet_shape,
     predict_many,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
+    Fleet,
+    Option,
+    Plan,
+    Shape,
+    change,
+    extend,
+    fleet_answer,
+    fleet_from_inventory,
+    parse_shape,
 )
 
 DEFAULT_OUTPUT_TOKENS = 1000

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .sglang_declared import GROUPS, engine_envelope, model_config_path, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    model_config_path,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
+
 from .sglang_engine_rules import CAPACITY, ENGINE_RULES, EngineContext
 from .sglang_fleet import Engine, answer
 from .sglang_fleet_rules import FLEET_RULES, ServerContext
@@ -13,7 +20,6 @@ from .sglang_host_rules import HOST_RULES, MODEL_FACT_RULES, HostContext
 from .sglang_pairs import fleet_pair_problems
 from .sglang_router_rules import ROUTER_RULES, RouterContext
 from .sglang_rules import findings, message, run
-from .sglang_schema import ENGINE_ROLES, EnvelopeError
 from .sglang_sidedoors import sidedoor_problems
 
 

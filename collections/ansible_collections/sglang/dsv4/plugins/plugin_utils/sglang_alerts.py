@@ -22,10 +22,17 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from .sglang_declared import GROUPS, engine_envelope, model_inputs, router_envelope, workers
-from .sglang_drift import predict
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    model_inputs,
+    router_envelope,
+    workers,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import predict
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+
 from .sglang_fleet import Engine, Memory, answer, ranks_of
-from .sglang_schema import EnvelopeError
 
 ENGINE_JOB = "sglang_engine"
 ROUTER_JOB = "sglang_router"

@@ -1,7 +1,8 @@
-"""Which of the core's modules a program needs: the closure of its imports of this package.
+"""Which of the core's host-side modules (module_utils) a program needs: the closure of its imports of them.
 
 Code that ships part of the core to a host (the drift exporter, the verify snapshot) ships this closure under the
-core's own import name (PACKAGE), so that a module split or added is shipped without a list to keep by hand.
+core's own import name (PACKAGE), so that a module split or added is shipped without a list to keep by hand. This
+module itself runs on the controller only (plugin_utils); it reads the module_utils folder beside its own.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PACKAGE = __name__.rpartition(".")[0]  # ansible_collections.sglang.dsv4.plugins.module_utils
+HERE = Path(__file__).resolve().parent.parent / "module_utils"
+PACKAGE = __name__.rsplit(".", 2)[0] + ".module_utils"  # ansible_collections.sglang.dsv4.plugins.module_utils
 # `from .x import ...` inside the package, `from <PACKAGE>.x import ...` and `from <PACKAGE> import x, y` outside it.
 _FROM_MODULE = re.compile(r"^\s*from (?:\.|" + re.escape(PACKAGE) + r"\.)(\w+) import", re.M)
 _FROM_PACKAGE = re.compile(r"^\s*from " + re.escape(PACKAGE) + r" import (?:\(([\w\s,]+)\)|([\w ,]+)$)", re.M)

@@ -8,9 +8,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .sglang_argspec import SGLANG
-from .sglang_capacity import CapacityError, is_dsv4, model_context_len, resolve_engine, weights_bytes_per_gpu
-from .sglang_declared import declared_in, declared_var
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SGLANG
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
+    is_dsv4,
+    model_context_len,
+    resolve_engine,
+    weights_bytes_per_gpu,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import declared_in, declared_var
+
 from .sglang_host_rules import FACTS
 from .sglang_rules import NO_VALUE, Finding, Rule, choice_findings, in_range, port_findings, split_fix
 

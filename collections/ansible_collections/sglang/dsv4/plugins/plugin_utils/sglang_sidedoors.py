@@ -21,10 +21,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .sglang_argspec import SMG_ROWS, Flag, default_of, did_you_mean
-from .sglang_declared import GROUPS, declared_var, engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SMG_ROWS, Flag, default_of, did_you_mean
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    declared_var,
+    engine_envelope,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
+
 from .sglang_envtable import DEPRECATED, ENVS
-from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
 _N = TypeVar("_N", int, float)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sglang_argspec import choice_problem
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import choice_problem
 
 PORT_RANGE = (1, 65535)
 NO_VALUE: Any = object()  # a finding about a whole envelope, not one value: `{var}: {rule} [{id}]; fix: {fix}`

@@ -17,15 +17,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sglang_capacity import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
     ConcurrencyRow,
     EngineLimits,
     concurrency_table,
     default_context_lens,
     request_lengths,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import LAYERS, judge
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import (
+    HISTOGRAMS,
+    METRICS_SOURCE,
+    engine_summary,
+    seconds,
+    summary_lines,
+)
+
 from .sglang_chart import render_svg
-from .sglang_drift import LAYERS, judge
 from .sglang_fleet import (
     CONTEXT,
     KV_POOL,
@@ -38,7 +46,6 @@ from .sglang_fleet import (
     engine_calls,
     router_admission,
 )
-from .sglang_latency import HISTOGRAMS, METRICS_SOURCE, engine_summary, seconds, summary_lines
 from .sglang_plan import Fleet
 from .sglang_risks import EngineState, FleetState, measured_time_risks, risks, workload_of
 from .sglang_risks import render as render_risks

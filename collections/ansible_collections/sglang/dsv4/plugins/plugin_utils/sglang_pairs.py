@@ -31,11 +31,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .sglang_argspec import SGLANG, SMG
-from .sglang_capacity import is_dsv4, model_context_len
-from .sglang_declared import GROUPS, declared_var, engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SGLANG, SMG
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import is_dsv4, model_context_len
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    declared_var,
+    engine_envelope,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+
 from .sglang_rules import NO_VALUE, Finding, Rule, run
-from .sglang_schema import EnvelopeError
 
 BOOTSTRAP_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"
 BOOTSTRAP_TIMEOUT_DEFAULT = 300  # sglang/srt/environ.py (SGLang 0.5.23)

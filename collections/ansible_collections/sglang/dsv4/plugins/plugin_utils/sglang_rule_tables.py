@@ -31,7 +31,7 @@ def rules_markdown() -> str:
     lines = [
         "# Validation and alert rules",
         "",
-        "Generated from the rule tables (plugins/module_utils/sglang_*_rules.py) by `make rules-doc`; do not edit.",
+        "Generated from the rule tables (plugins/plugin_utils/sglang_*_rules.py) by `make rules-doc`; do not edit.",
         "Each problem the validation reports names its rule: `{var}={value}: {rule} [{id}]; fix: {fix}`, with the",
         "numbers of the case. Within a scope the rules run stage by stage, and a stage runs only when the earlier",
         "stages found nothing.",

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import model_inputs
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import server_layout
+
 from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
-from .sglang_declared import model_inputs
-from .sglang_layout import server_layout
 
 
 @dataclass(frozen=True)

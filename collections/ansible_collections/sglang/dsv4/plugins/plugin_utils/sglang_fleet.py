@@ -25,7 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sglang_capacity import admission_reserve, requests_that_fit, served_tokens
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    admission_reserve,
+    requests_that_fit,
+    served_tokens,
+)
 
 KV_POOL = "decode KV pools"
 RUNNING = "decode max_running_requests"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sglang_declared import (
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     GROUPS,
     declared_var,
     engine_envelope,
@@ -35,8 +35,8 @@ from .sglang_declared import (
     router_envelope,
     workers,
 )
-from .sglang_flags import to_argv, to_environ
-from .sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
 COLLECTION = Path(__file__).resolve().parents[2]
 FILES_DIR = COLLECTION / "roles" / "sglang_validate" / "files"

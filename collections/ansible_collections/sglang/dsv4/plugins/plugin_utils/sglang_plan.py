@@ -3,7 +3,7 @@ which envelope changes make it fit.
 
 Every figure comes from the capacity model (plugins/module_utils/sglang_capacity.py, held to SGLang 0.5.23's own sizing
 by tests/component/conformance) and every option is checked by the fleet validation
-(plugins/module_utils/sglang_validate.py): the planner only varies the declaration and asks them.
+(plugins/plugin_utils/sglang_validate.py): the planner only varies the declaration and asks them.
 
 Levers, as an operator would pull them:
 - more decode hosts (copies of a declared decode host's envelope);
@@ -13,7 +13,7 @@ Levers, as an operator would pull them:
   shorter than asked, so such options are listed apart ("if shorter calls are acceptable"), never as answers;
 - and, always, max_running_requests and the router's max_concurrent_requests raised to admit N.
 
-What the fleet runs at once is the fleet answer (plugins/module_utils/sglang_fleet.py); the planner only asks it.
+What the fleet runs at once is the fleet answer (plugins/plugin_utils/sglang_fleet.py); the planner only asks it.
 """
 
 from __future__ import annotations
@@ -25,11 +25,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sglang_capacity import EngineLimits, activation_tokens, default_mem_fraction
-from .sglang_declared import GROUPS, declared_in, engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    EngineLimits,
+    activation_tokens,
+    default_mem_fraction,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    declared_in,
+    engine_envelope,
+    router_envelope,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import parse_size
+
 from .sglang_engine_rules import engine_limits
 from .sglang_fleet import Engine, FleetAnswer, answer
-from .sglang_schema import parse_size
 from .sglang_sidedoors import advertise_of, is_loopback
 from .sglang_validate import check_fleet
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from .sglang_capacity import ConcurrencyRow
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import ConcurrencyRow
 
 W, H = 860, 420
 LEFT, RIGHT, TOP, BOTTOM = 70, 260, 40, 50

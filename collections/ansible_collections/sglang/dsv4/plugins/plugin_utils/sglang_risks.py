@@ -19,8 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .sglang_capacity import activation_tokens, default_mem_fraction, is_dsv4
-from .sglang_declared import engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    activation_tokens,
+    default_mem_fraction,
+    is_dsv4,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope, router_envelope
+
 from .sglang_engine_rules import engine_limits
 from .sglang_fleet import Engine, Memory, answer, ranks_of
 from .sglang_plan import Fleet, Option, Shape, change, plan
