@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, deployed_record, read_layers
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import HostFiles, read_layers
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import deployed_record
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import _redacted
 
 SECRET = "sk-facts-secret-456"

@@ -41,7 +41,7 @@ def test_files_links_json_and_lines(tmp_path: Path) -> None:
     (tmp_path / "facts.json").write_text('{"decode": {"release": "r1"}}')
     got = host_info(
         files=[str(data), str(tmp_path / "link"), str(tmp_path / "dir"), str(tmp_path / "missing")],
-        json_files=[str(tmp_path / "facts.json"), str(data), str(tmp_path / "missing")],
+        facts_file=str(tmp_path / "facts.json"),
         lines=[{"path": str(data), "regexp": r"^\S+\s+/proc\s+proc\s"}],
     )
     me = {"owner": pwd.getpwuid(os.getuid()).pw_name, "group": grp.getgrgid(os.getgid()).gr_name}
@@ -54,8 +54,9 @@ def test_files_links_json_and_lines(tmp_path: Path) -> None:
     assert got["files"][str(tmp_path / "dir")]["isdir"] and got["files"][str(tmp_path / "dir")]["sha1"] is None
     assert got["files"][str(tmp_path / "dir")]["mode"] == f"{(tmp_path / 'dir').stat().st_mode & 0o7777:04o}"
     assert got["files"][str(tmp_path / "missing")]["exists"] is False
-    assert got["json"] == {str(tmp_path / "facts.json"): {"decode": {"release": "r1"}}, str(data): None,
-                           str(tmp_path / "missing"): None}  # fmt: skip
+    assert got["deployed"] == {"decode": {"release": "r1"}}
+    assert host_info(facts_file=str(data))["deployed"] is None  # not JSON
+    assert host_info(facts_file=str(tmp_path / "missing"))["deployed"] is None
     assert got["lines"] == {str(data): ["proc /proc proc defaults 0 0"]}
 
 

@@ -11,7 +11,7 @@ The decode engine's change used by the interruptions is mem_fraction_static 0.83
 The faults: a health gate that never passes; an engine that passes its gate and crash-loops 10 s later; the router
 failing its readiness gate; SIGINT then SIGKILL of the controller after each phase of the decode engine's deploy; the
 SSH connection dropped while the decode engine's gate waits; the disk full when the files and their backups are
-written; a release switch interrupted between the unpack and the link.
+written; a release switch interrupted between the unpack and the link; the SSH connection lost right after the link.
 """
 
 from __future__ import annotations
@@ -324,17 +324,40 @@ def test_disk_full_when_the_files_are_written(pinned: tuple[str, ...], outcome: 
     outcome.seconds = time.monotonic() - start
 
 
-def after_unpack() -> Callable[[str], bool]:
-    """A stop condition: the result of the task that unpacks (pip installs) a new release."""
+def after_change(task: str) -> Callable[[str], bool]:
+    """A stop condition: the `changed` result of the first task whose header holds `task` (the engines' release
+    tasks run before any server's deploy, where faulttools.after waits)."""
     seen = {"task": False}
 
     def match(line: str) -> bool:
-        if line.startswith("TASK [") and "Install the requirements into the release venv" in line:
+        if line.startswith("TASK [") and task in line:
             seen["task"] = True
             return False
         return seen["task"] and line.startswith("changed: [")
 
     return match
+
+
+def new_release(pinned: tuple[str, ...], release: str) -> tuple[str, ...]:
+    """Extra arguments that install `release`: the pinned release's wheels under another id."""
+    old = pinned[1].split("=", 1)[1]
+    return ("-e", json.dumps({
+        "sglang_engine_release_id": release, "sglang_engine_wheelhouse_build": False,
+        "sglang_engine_wheelhouse_src": str(REPO / ".cache/wheelhouse" / old),
+    }))  # fmt: skip
+
+
+def check_switch_reported(report: dict[str, Any], release: str, old: str) -> None:
+    """The audit reports an interrupted switch from `old` to `release` on the engines, and does not pass."""
+    switch = [d for s in report["servers"] if s["role"] != "router" for d in s["drift"] if d["key"] == "release"]
+    assert switch, [s["drift"] for s in report["servers"]]
+    assert switch[0]["explanation"].startswith(f"interrupted switch to release {release} (from {old})"), switch
+
+
+def back_to(pinned: tuple[str, ...], release: str) -> None:
+    back = playbook("site.yml", *pinned)
+    assert back.returncode == 0, f"could not go back to the pinned release:\n{back.tail()}"
+    sh(f"rm -rf /opt/sglang/releases/{release} /opt/sglang/wheelhouse/{release}", check=False)
 
 
 def test_release_switch_interrupted(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
@@ -343,27 +366,46 @@ def test_release_switch_interrupted(pinned: tuple[str, ...], outcome: Outcome, t
     command finishes it."""
     outcome.fault = "release switch interrupted (unpacked, not linked)"
     start = time.monotonic()
-    old = pinned[1].split("=", 1)[1]
-    new = ("-e", json.dumps({
-        "sglang_engine_release_id": "wh-fault-switch", "sglang_engine_wheelhouse_build": False,
-        "sglang_engine_wheelhouse_src": str(REPO / ".cache/wheelhouse" / old),
-    }))  # fmt: skip
+    old, new = pinned[1].split("=", 1)[1], new_release(pinned, "wh-fault-switch")
     try:
-        run = playbook("site.yml", *new, stop_when=after_unpack())
+        run = playbook("site.yml", *new, stop_when=after_change("Install the requirements into the release venv"))
         assert run.interrupted_at, f"the unpack was never reached:\n{run.tail()}"
         assert sh("readlink /opt/sglang/current").strip().endswith(f"/{old}")
         audit_run, report = audit(tmp_path)
         outcome.serving = check_serving(report) + f" (release {old})"
-        switch = [d for s in report["servers"] if s["role"] != "router" for d in s["drift"] if d["key"] == "release"]
-        assert switch and switch[0]["explanation"].startswith(
-            f"interrupted switch to release wh-fault-switch (from {old})"
-        )
+        check_switch_reported(report, "wh-fault-switch", old)
         assert audit_run.returncode != 0, "the audit passed a host with an unfinished release switch"
         outcome.reports = "engines: interrupted release switch"
         outcome.recovery = check_recovery(new, tmp_path)
         assert {r["release"] for k, r in facts().items() if k != "router"} == {"wh-fault-switch"}
     finally:
-        back = playbook("site.yml", *pinned)
-        assert back.returncode == 0, f"could not go back to release {old}:\n{back.tail()}"
-        sh("rm -rf /opt/sglang/releases/wh-fault-switch /opt/sglang/wheelhouse/wh-fault-switch", check=False)
+        back_to(pinned, "wh-fault-switch")
+    outcome.seconds = time.monotonic() - start
+
+
+def test_ssh_lost_during_the_release_switch(pinned: tuple[str, ...], outcome: Outcome, tmp_path: Path) -> None:
+    """The SSH connection breaks right after current moved to a new release, before any engine restarted on it: the
+    engines keep serving the release they started with, the audit reports the interrupted switch, and a rerun of the
+    same command restarts them on the new release and ends the switch."""
+    outcome.fault = "SSH lost during the release switch (linked, not restarted)"
+    start = time.monotonic()
+    old, new = pinned[1].split("=", 1)[1], new_release(pinned, "wh-fault-ssh")
+    pids = main_pids()
+    try:
+        linked = after_change("Rename the new link over /opt/sglang/current")
+        run = playbook("site.yml", *new, stop_when=linked, fault=drop_ssh)
+        assert run.interrupted_at and run.returncode != 0 and "UNREACHABLE!" in run.output, run.tail()
+        wait_ssh()
+        assert sh("readlink /opt/sglang/current").strip().endswith("/wh-fault-ssh")
+        assert main_pids() == pids, "a server restarted before the connection was lost"
+        audit_run, report = audit(tmp_path)
+        outcome.serving = check_serving(report) + f" (release {old})"
+        check_switch_reported(report, "wh-fault-ssh", old)
+        assert audit_run.returncode != 0, "the audit passed a host with an unfinished release switch"
+        outcome.reports = "engines: interrupted release switch"
+        outcome.recovery = check_recovery(new, tmp_path)
+        assert {r["release"] for k, r in facts().items() if k != "router"} == {"wh-fault-ssh"}
+        assert all(main_pids()[role] != pids[role] for role in ("prefill", "decode")), "an engine kept the old release"
+    finally:
+        back_to(pinned, "wh-fault-ssh")
     outcome.seconds = time.monotonic() - start

@@ -13,15 +13,17 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import (
     HostFiles,
     Layers,
     boot_time,
-    deploy_marker,
-    deployed_record,
     parse_systemctl_show,
     parse_unit,
     proc_start_epoch,
     read_layers,
     release_leftovers,
-    release_switch,
     split_nul,
+)
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import (
+    deploy_marker,
+    deployed_record,
+    read_switch,
 )
 
 BOOT, TICKS, PID = 1_700_000_000, 100, 4242
@@ -224,7 +226,7 @@ def test_release_switch_record(tmp_path: Path, raw: str | None, expected: dict[s
     """An unfinished release switch is returned as written; an unreadable record is flagged, not hidden."""
     if raw is not None:
         _write(tmp_path, "/etc/ansible/facts.d/sglang_release.fact", raw)
-    assert release_switch(HostFiles(root=str(tmp_path)), "/etc/ansible/facts.d/sglang_release.fact") == expected
+    assert read_switch(str(tmp_path / "etc/ansible/facts.d/sglang_release.fact")) == expected
 
 
 @pytest.mark.parametrize(

@@ -595,8 +595,10 @@ def releases_to_prune(
 
 
 def to_fact_json(value: Any) -> str:
-    """Stable JSON for the local facts file (sorted keys, no timestamps), so reruns are byte-identical."""
-    return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
+    """The facts record's text as sglang_deploy_records writes it (its SHA-1 tells a write that changes nothing)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import facts_text
+
+    return facts_text(_plain(value))
 
 
 def audit_records(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ started. Secrets are redacted by the codec; the raw environment is never returne
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from .sglang_flags import REDACTED, from_argv, from_environ, parse_env_file, parse_script
 from .sglang_hostfs import ownership, sha1
+from .sglang_records import backups_beside, deploy_marker, deployed_record, parse_facts, parse_switch
 from .sglang_releases import releases_to_prune
 from .sglang_schema import EnvelopeError, keys_for
 
@@ -96,32 +96,6 @@ def redact_facts(value: Any) -> Any:
     return value
 
 
-def deployed_record(facts: Any, role: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """(envelope, {file: sha1}) the last deploy recorded for `role` in the local facts.
-
-    The facts hold one record per role: {unit, command, envelope, files: {script: {path, sha1}, ...}}.
-    """
-    record = facts.get(role) if isinstance(facts, dict) else None
-    if not isinstance(record, dict):
-        return None, {}
-    envelope = record.get("envelope")
-    files = record.get("files")
-    entries: dict[str, Any] = files if isinstance(files, dict) else {}
-    sums = {name: str(f["sha1"]) for name, f in entries.items() if isinstance(f, dict) and f.get("sha1")}
-    return (dict(envelope) if isinstance(envelope, dict) else None), sums
-
-
-def deploy_marker(facts: Any, role: str) -> dict[str, Any] | None:
-    """The "deploy in progress" marker of `role`'s record in the local facts (secrets redacted), or None.
-
-    A deploy writes {in_progress: {since, envelope, release, files}} into the record before it changes a file; it
-    replaces the whole record once the server passed its gate, and a rollback puts back the previous record.
-    """
-    record = facts.get(role) if isinstance(facts, dict) else None
-    marker = record.get("in_progress") if isinstance(record, dict) else None
-    return redact_facts(dict(marker)) if isinstance(marker, dict) else None
-
-
 @dataclass
 class HostFiles:
     """Filesystem and command access, replaceable in tests."""
@@ -162,27 +136,8 @@ class HostFiles:
         return ownership(st)
 
     def backups(self, path: str) -> list[str]:
-        """Backup copies Ansible left next to `path` (<name>.<pid>.<date>~), as paths on the host."""
-        folder = self.path(path).parent
-        try:
-            names = sorted(p.name for p in folder.iterdir() if p.name.startswith(Path(path).name + ".") and
-                           p.name.endswith("~"))  # fmt: skip
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            return []
-        return [str(Path(path).parent / name) for name in names]
-
-
-def release_switch(host: HostFiles, release_fact_file: str) -> dict[str, Any] | None:
-    """The record of an engine release switch that has not finished ({to, from, since}), or None.
-
-    The engine roles write it before a new release is unpacked or linked and remove it once every engine of the
-    host recorded the current release, or a rollback put the previous release back."""
-    raw = host.read_text(release_fact_file)
-    try:
-        marker = json.loads(raw).get("in_progress") if raw else None
-    except (ValueError, AttributeError):
-        return {"to": None, "from": None, "since": None, "unreadable": True}
-    return dict(marker) if isinstance(marker, dict) else None
+        """Template backups beside `path` (sglang_records.backups_beside), as paths on the host."""
+        return backups_beside(path, self.root)
 
 
 def release_leftovers(host: HostFiles, releases_dir: str, keep: int) -> list[str]:
@@ -277,7 +232,7 @@ def read_layers(
         _read_facts(out, role, facts_file, host)
     if releases_dir:
         out.releases = release_leftovers(host, releases_dir, keep_releases)
-        out.release_switch = release_switch(host, release_fact_file) if release_fact_file else None
+        out.release_switch = parse_switch(host.read_text(release_fact_file)) if release_fact_file else None
     _read_process(out, role, unit, host, ticks or os.sysconf("SC_CLK_TCK"))
     return out
 
@@ -287,13 +242,14 @@ def _read_facts(out: Layers, role: str, facts_file: str, host: HostFiles) -> Non
     if raw is None:
         out.notes.append(f"{facts_file} does not exist: deployed envelope unknown")
         return
-    try:
-        envelope, sums = deployed_record(redact_facts(json.loads(raw)), role)
-    except ValueError:
-        out.notes.append(f"{facts_file} is not JSON: deployed envelope unknown")
+    facts = parse_facts(raw)
+    if facts is None:
+        out.notes.append(f"{facts_file} is not a JSON object: deployed envelope unknown")
         return
+    envelope, sums = deployed_record(redact_facts(facts), role)
     out.deployed = envelope
-    out.in_progress = deploy_marker(json.loads(raw), role)
+    marker = deploy_marker(facts, role)
+    out.in_progress = redact_facts(marker) if marker is not None else None
     for name, info in out.files.items():
         if name in sums:
             info["edited_since_deploy"] = host.sha1(info["path"]) != sums[name]

@@ -62,11 +62,12 @@ options:
     elements: str
     version_added: "1.3.0"
     default: []
-  json_files:
-    description: JSON files whose content to return, parsed (RV(json)); a missing or unreadable file gives null.
-    type: list
-    elements: path
-    default: []
+  facts_file:
+    description:
+      - The deploy's facts record to read (RV(deployed)), through the records' one reader
+        (plugins/module_utils/sglang_records.py).
+    type: path
+    version_added: "1.8.0"
   lines:
     description: Files and patterns; the matching lines of each are returned in RV(lines).
     type: list
@@ -132,11 +133,11 @@ packages:
   returned: always
   type: dict
   sample: {"prometheus": true, "prometheus-alertmanager": false}
-json:
-  description: Per JSON file - its parsed content, null when missing or not JSON.
+deployed:
+  description: The facts record of O(facts_file), server to record; null when it is missing, not JSON or not given.
   returned: always
   type: dict
-  sample: {"/etc/ansible/facts.d/sglang.fact": {"decode": {"unit": "sglang-dsv4-decode"}}}
+  sample: {"decode": {"unit": "sglang-dsv4-decode", "release": "wh-0123456789ab"}}
 lines:
   description: Per file - the lines matching its pattern (an empty list for a missing file).
   returned: always
@@ -152,7 +153,6 @@ urls:
 """
 
 import grp
-import json
 import os
 import pwd
 import re
@@ -163,6 +163,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import group_name, ownership, sha1
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import read_facts
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -244,14 +245,6 @@ def read_packages(module: AnsibleModule, names: list[str]) -> dict[str, bool]:
     return {name: name in installed for name in names}
 
 
-def read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
-
-
 def read_lines(path: str, pattern: str) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -268,7 +261,7 @@ def main() -> None:
             "users": {"type": "list", "elements": "str", "default": []},
             "groups": {"type": "list", "elements": "str", "default": []},
             "mounts": {"type": "list", "elements": "path", "default": []},
-            "json_files": {"type": "list", "elements": "path", "default": []},
+            "facts_file": {"type": "path"},
             "packages": {"type": "list", "elements": "str", "default": []},
             "urls": {"type": "list", "elements": "str", "default": []},
             "lines": {
@@ -288,7 +281,7 @@ def main() -> None:
         users={name: read_user(name) for name in p["users"]},
         groups={name: read_group(name) for name in p["groups"]},
         mounts=read_mounts(p["mounts"]) if p["mounts"] else {},
-        json={path: read_json(path) for path in p["json_files"]},
+        deployed=read_facts(p["facts_file"]) if p["facts_file"] else None,
         packages=read_packages(module, p["packages"]),
         lines={item["path"]: read_lines(item["path"], item["regexp"]) for item in p["lines"]},
         urls={url: probe(url) for url in p["urls"]},

@@ -422,11 +422,18 @@ def change(
         _add_decode_hosts(changed, option, add_decode_hosts)
     if add_prefill_hosts:
         _add_prefill_hosts(changed, option, add_prefill_hosts)
+    _settle(option, changed, settings, model_config)
+    return option
+
+
+def _settle(
+    option: Option, changed: Fleet, settings: list[tuple[str, str, Any]], model_config: Mapping[str, Any]
+) -> None:
+    """Set `settings` (role, key, value) on `changed`, make it the option's fleet and check it like any option."""
     for role, key, value in settings:
         _set(changed, option, role, key, value)
     option.fleet = changed
     option.refused = check_fleet(changed.hostvars, changed.groups, model_config)
-    return option
 
 
 def extend(
@@ -450,10 +457,7 @@ def extend(
     )
     if add_prefill_hosts:
         _add_prefill_hosts(changed, out, add_prefill_hosts)
-    for role, key, value in settings:
-        _set(changed, out, role, key, value)
-    out.fleet = changed
-    out.refused = check_fleet(changed.hostvars, changed.groups, model_config)
+    _settle(out, changed, settings, model_config)
     if not out.refused:
         out.after = fleet_fit(changed, model_config, option.tokens(shape))  # the shape's tokens when exact
         out.rank = (not out.exact, len(out.added_hosts), *option.rank[2:])
