@@ -25,7 +25,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import
     model_fact_problems,
 )
 
-RULE_ID = re.compile(r" \[([a-z]+\.[a-z0-9_]+)\](?:; fix: |$)")
+RULE_ID = re.compile(r" \[([a-z_]+\.[a-z0-9_]+)\](?:; fix: |$)")
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
 

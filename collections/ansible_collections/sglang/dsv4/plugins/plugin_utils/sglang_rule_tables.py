@@ -9,9 +9,18 @@ from .sglang_fleet_rules import FLEET_RULES
 from .sglang_host_rules import HOST_RULES
 from .sglang_pairs import PAIR_RULES, TIMING_RULES
 from .sglang_router_rules import ROUTER_RULES
-from .sglang_rules import Rule
+from .sglang_rules import WARNING, Rule
+from .sglang_sidedoors import SIDEDOOR_RULES
 
-RULES: tuple[Rule, ...] = (*HOST_RULES, *FLEET_RULES, *ENGINE_RULES, *ROUTER_RULES, *PAIR_RULES, *TIMING_RULES)
+RULES: tuple[Rule, ...] = (
+    *HOST_RULES,
+    *FLEET_RULES,
+    *ENGINE_RULES,
+    *ROUTER_RULES,
+    *PAIR_RULES,
+    *TIMING_RULES,
+    *SIDEDOOR_RULES,
+)
 SCOPES = {
     "host": "An engine host's own variables (host_problems), checked once per engine host.",
     "fleet": "The servers of one host against each other (check_fleet): ports and GPUs, in declaration order.",
@@ -19,6 +28,13 @@ SCOPES = {
     "router": "One router envelope against smg 1.13.0 and the decode fleet (check_router).",
     "pair": "Each prefill and decode engine smg may pair, and each router against the prefills' bootstrap deadline "
     "(sglang_pairs).",
+    "sidedoor_env": "Each engine's sglang_engine_extra_env against SGLang 0.5.23's registry of variables and its PD "
+    "transfer code (sglang_sidedoors); the rows marked warning are shown, not refused.",
+    "sidedoor_args": "Each router's sglang_router_extra_args as smg 1.13.0's parser reads them (sglang_sidedoors).",
+    "sidedoor_port": "Each server's ports against its service user, and the ports the router's extra arguments open "
+    "(sglang_sidedoors).",
+    "sidedoor_address": "Each engine's listen address against the address its peers connect to: the router, and for a "
+    "prefill engine the decode engines (sglang_sidedoors).",
 }
 
 
@@ -48,7 +64,8 @@ def rules_markdown() -> str:
         ]
         for r in (r for r in RULES if r.scope == scope):
             reads = ", ".join(k if " " in k else f"`{k}`" for k in r.reads)
-            lines.append(f"| `{r.id}` | {r.stage} | {reads} | {_cell(r.rule)} | {_cell(r.fix)} |")
+            stage = f"{r.stage} ({WARNING})" if r.severity == WARNING else r.stage
+            lines.append(f"| `{r.id}` | {stage} | {reads} | {_cell(r.rule)} | {_cell(r.fix)} |")
     return "\n".join(lines + _near_limit_lines()) + "\n"
 
 

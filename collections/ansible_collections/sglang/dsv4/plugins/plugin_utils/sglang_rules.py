@@ -12,6 +12,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import 
 
 PORT_RANGE = (1, 65535)
 NO_VALUE: Any = object()  # a finding about a whole envelope, not one value: `{var}: {rule} [{id}]; fix: {fix}`
+ERROR, WARNING = "error", "warning"  # a rule's severity: its findings refuse the envelope, or are only shown
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Rule:
     rule: str
     fix: str
     check: Callable[[Any], Iterable[Finding]]
+    severity: str = ERROR
 
     @property
     def scope(self) -> str:

@@ -4,21 +4,26 @@
   generated from sglang/srt/environ.py): a value SGLang cannot parse is refused (SGLang would warn and run with the
   default), a variable that overrides what an envelope key declares is refused naming the key, a name SGLang 0.5.23
   no longer reads is refused, and values its runtime code refuses or silently raises (the PD transfer queues and
-  threads, heartbeats, timeouts, the NIXL parameters) are refused; an unknown name is a warning.
+  threads, heartbeats, timeouts, the NIXL parameters) are refused; an unknown name is a warning (scope
+  `sidedoor_env`, per engine).
 - `sglang_router_extra_args` parsed with smg 1.13.0's argument table (smg_argtable.py): unknown flags, values of
-  the wrong type or outside the choices, and flags the envelope or the inventory owns are refused.
-- Ports below 1024 for the non-root service user, and the listen address of each engine against the address its
-  peers (the router; for a prefill engine, the decode engines reaching its bootstrap server) connect to.
+  the wrong type or outside the choices, and flags the envelope or the inventory owns are refused (scope
+  `sidedoor_args`, per router).
+- Ports below 1024 for the non-root service user, and a port an extra argument opens on one of the router's (scope
+  `sidedoor_port`, per server).
+- The listen address of each engine against the address its peers (the router; for a prefill engine, the decode
+  engines reaching its bootstrap server) connect to (scope `sidedoor_address`, per engine, in stages).
 
-Every problem names the declared variable, the value, the rule and the fix. sglang_validate.check_fleet adds the
-problems; the warnings reach the validate role through the filter sglang_sidedoor_warnings.
+Every problem names the declared variable, the value, the rule with its id and the fix. sglang_validate.check_fleet
+adds the problems; the warnings reach the validate role through the filter sglang_sidedoor_warnings.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SMG_ROWS, Flag, default_of, did_you_mean
@@ -31,6 +36,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
 from .sglang_envtable import DEPRECATED, ENVS
+from .sglang_rules import WARNING, Finding, Rule, run
 
 _N = TypeVar("_N", int, float)
 
@@ -54,12 +60,23 @@ THIRD_PARTY_PREFIXES = (
 # SGLang's bool parse (environ.EnvBool.parse), case-insensitive.
 BOOL_TRUE, BOOL_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
 
-# The mooncake prefill KV sender (disaggregation/mooncake/conn.py): unset SGLANG_DISAGGREGATION_THREAD_POOL_SIZE is
-# min(max(4, int(0.5 * cpu_count) // 8), 12) threads, split over SGLANG_DISAGGREGATION_QUEUE_SIZE queues.
+# The PD transfer variables (disaggregation/): the mooncake prefill KV sender splits its thread pool over the queues;
+# unset, the pool is min(max(4, int(0.5 * cpu_count) // 8), 12) threads and the queues are 4.
+QUEUES, POOL = "SGLANG_DISAGGREGATION_QUEUE_SIZE", "SGLANG_DISAGGREGATION_THREAD_POOL_SIZE"
+QUEUES_DEFAULT = 4
 POOL_DERIVED_MAX = 12
+QUEUED_BACKENDS = ("mooncake", "mooncake_tcp", "nixl")  # the KV senders that start one transfer worker per queue
+HEARTBEAT_INTERVAL = "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL"
 HEARTBEAT_MIN_S = 2.0  # disaggregation/common/conn.py: max(SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL, 2.0)
+HEARTBEAT_MAX_FAILURE = "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"
+PD_TIMEOUTS = ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT")
+NIXL_PREFIX, NIXL_BACKEND = "SGLANG_DISAGGREGATION_NIXL_", "SGLANG_DISAGGREGATION_NIXL_BACKEND"
+NIXL_PARAMS = "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS"
+BACKEND = "disaggregation_transfer_backend"
 
-# smg flags the role renders from the inventory groups, and router flags that override an envelope key.
+# The router's envelope keys, smg flags the role renders from the inventory groups, and router flags that override an
+# envelope key.
+ROUTER_KEYS = frozenset(k.name for k in keys_for("router"))
 GROUP_FLAGS = {
     "pd_disaggregation": "the role (every router runs --pd-disaggregation)",
     "prefill": "the inventory group sglang_prefill (worker URLs and bootstrap ports)",
@@ -72,19 +89,15 @@ GROUP_FLAGS = {
 ROUTER_OVERRIDES = {"prefill_policy": "policy", "decode_policy": "policy"}
 
 
-def _msg(var: str, value: Any, rule: str, fix: str) -> str:
-    return f"{var}={value!r}: {rule}; fix: {fix}"
-
-
+@dataclass
 class Report:
     """Problems (refusals) and warnings of the side doors."""
 
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-        self.warnings: list[str] = []
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------ the engine environment
+# ------------------------------------------------------------------ the engine environment (scope sidedoor_env)
 
 
 def owned_env(role: str, hostvars: Mapping[str, Any]) -> dict[str, str]:
@@ -95,7 +108,7 @@ def owned_env(role: str, hostvars: Mapping[str, Any]) -> dict[str, str]:
     gpus = declared_var(role, hostvars, "gpu_ids")
     owned["CUDA_VISIBLE_DEVICES"] = f"{gpus} (SGLang addresses GPUs base_gpu_id.. within the visible ones)"
     owned["CUDA_DEVICE_ORDER"] = f"{gpus} (it renumbers the GPUs the ids name)"
-    backend = declared_var(role, hostvars, "disaggregation_transfer_backend")
+    backend = declared_var(role, hostvars, BACKEND)
     owned["MC_FORCE_TCP"] = f"{backend} (mooncake_tcp is mooncake with MC_FORCE_TCP=1, mooncake uses RDMA)"
     return owned
 
@@ -139,212 +152,390 @@ def env_value_problem(name: str, text: str) -> str | None:
     )
 
 
-def _number_of(extra: Mapping[str, str], name: str, kind: Callable[[str], _N]) -> _N | None:
-    """The declared value of `name` as `kind` (int or float); None when unset or not a number of that kind."""
-    text = extra.get(name)
+def read_as(name: str) -> str:
+    """The name SGLang reads a variable as: a legacy SGL_ prefix as SGLANG_ (environ._handle_deprecated_envs), a
+    deprecated alias as its current name."""
+    if name.startswith("SGL_") and name not in NO_LONGER_READ:
+        return "SGLANG_" + name[len("SGL_") :]
+    return ALIASES.get(name, name)
+
+
+@dataclass(frozen=True)
+class EnvContext:
+    """One engine's sglang_engine_extra_env (values as text), with the variables the envelope owns (name -> the
+    variable to declare instead), its transfer backend, and the prefixes of variables another program reads."""
+
+    host: str
+    role: str
+    envelope: Mapping[str, Any]
+    extra: Mapping[str, str]
+    owned: Mapping[str, str]
+    backend: str
+    known: tuple[str, ...] = ()
+
+    def finding(self, name: str, rule: str, fix: str) -> Finding:
+        return Finding(f"{self.host}: sglang_engine_extra_env.{name}", self.extra[name], rule, fix)
+
+    def fate(self, name: str) -> str:
+        """What becomes of a variable: `owned` (an envelope key sets it), `retired` (no longer read), `registered`
+        (read by SGLang's registry) or `unregistered`."""
+        if read_as(name) in self.owned:
+            return "owned"
+        if name in NO_LONGER_READ:
+            return "retired"
+        return "registered" if read_as(name) in REGISTRY else "unregistered"
+
+    def named(self, fate: str) -> list[str]:
+        return [name for name in self.extra if self.fate(name) == fate]
+
+    def number(self, name: str, kind: Callable[[str], _N]) -> _N | None:
+        """The declared value of `name` as `kind` (int or float); None when unset or not a number of that kind."""
+        text = self.extra.get(name)
+        try:
+            return kind(text) if text is not None else None
+        except ValueError:
+            return None
+
+
+def env_context(
+    host: str, role: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any], known: Sequence[str] = ()
+) -> EnvContext:
+    extra = {str(k): "" if v is None else str(v) for k, v in (hostvars.get("sglang_engine_extra_env") or {}).items()}
+    backend = str(envelope.get(BACKEND) or default_of(role, BACKEND))
+    return EnvContext(host, role, envelope, extra, owned_env(role, hostvars), backend, tuple(str(k) for k in known))
+
+
+def _no_envelope_override(c: EnvContext) -> Iterator[Finding]:
+    for name in c.named("owned"):
+        owner = c.owned[read_as(name)]
+        via = f" (SGLang reads {name} as {read_as(name)})" if read_as(name) != name else ""
+        yield c.finding(
+            name,
+            f"overrides what the envelope declares{via}: the role sets it from {owner}, and every report would show "
+            "the declared value while the engine runs this one",
+            f"remove it and declare {owner.split(' (')[0]}",
+        )
+
+
+def _still_read(c: EnvContext) -> Iterator[Finding]:
+    for name in c.named("retired"):
+        note = str(NO_LONGER_READ[name])
+        yield c.finding(
+            name,
+            f"{SGLANG} no longer reads {name}; it only warns ('{note}'), so the value never runs",
+            "remove it" + (" (the flag it names is not an envelope key)" if "--" in note else ""),
+        )
+
+
+def _value_parses(c: EnvContext) -> Iterator[Finding]:
+    for name in c.named("registered"):
+        problem = env_value_problem(read_as(name), c.extra[name])
+        if problem:
+            row = REGISTRY[read_as(name)]
+            yield c.finding(name, problem, f"declare {_example(row[1], row[2])}")
+
+
+def _no_queue(c: EnvContext) -> bool:
+    queues = c.number(QUEUES, int)
+    return queues is not None and queues < 1 and c.backend in QUEUED_BACKENDS
+
+
+def _mooncake_prefill(c: EnvContext) -> bool:
+    """A mooncake prefill whose queue count passed transfer_queues_positive: its pool is checked against it."""
+    return c.role == "prefill" and c.backend.startswith("mooncake") and not _no_queue(c)
+
+
+def _transfer_queues_positive(c: EnvContext) -> Iterator[Finding]:
+    if _no_queue(c):
+        yield c.finding(
+            QUEUES,
+            f"the {c.backend} KV sender starts one transfer worker per queue: with none, the first KV transfer has no "
+            "queue to go to (disaggregation/mooncake/conn.py, nixl/conn.py)",
+            f"declare at least 1 (SGLang's default {QUEUES_DEFAULT})",
+        )
+
+
+def _transfer_pool_covers_queues(c: EnvContext) -> Iterator[Finding]:
+    need, pool = c.number(QUEUES, int), c.number(POOL, int)
+    need = QUEUES_DEFAULT if need is None else need
+    if _mooncake_prefill(c) and pool is not None and pool < need:
+        yield c.finding(
+            POOL,
+            "the mooncake prefill KV sender asserts at startup that the thread pool is at least "
+            f"{QUEUES}={need} (disaggregation/mooncake/conn.py)",
+            f"declare at least {need}, or lower {QUEUES}",
+        )
+
+
+def _transfer_queues_within_derived_pool(c: EnvContext) -> Iterator[Finding]:
+    queues = c.number(QUEUES, int)
+    if _mooncake_prefill(c) and c.number(POOL, int) is None and queues is not None and queues > POOL_DERIVED_MAX:
+        yield c.finding(
+            QUEUES,
+            f"without {POOL} the mooncake prefill KV sender derives at most {POOL_DERIVED_MAX} threads from the CPU "
+            "count, and asserts at startup that they are at least the queues (disaggregation/mooncake/conn.py)",
+            f"declare at most {POOL_DERIVED_MAX}, or {POOL} >= {queues}",
+        )
+
+
+def _at_least(
+    c: EnvContext, names: Sequence[str], kind: Callable[[str], _N], least: float, rule: str, fix: str
+) -> Iterator[Finding]:
+    """A finding for each of `names` declared as a number of `kind` below `least`."""
+    for name in names:
+        value = c.number(name, kind)
+        if value is not None and value < least:
+            yield c.finding(name, rule, fix)
+
+
+def _heartbeat_interval_not_raised(c: EnvContext) -> Iterator[Finding]:
+    yield from _at_least(
+        c,
+        (HEARTBEAT_INTERVAL,),
+        float,
+        HEARTBEAT_MIN_S,
+        f"SGLang raises it to {HEARTBEAT_MIN_S:g} s (max(value, 2.0) in disaggregation/common/conn.py), so the "
+        "declared interval never runs",
+        f"declare at least {HEARTBEAT_MIN_S:g} (SGLang's default 5.0)",
+    )
+
+
+def _heartbeat_max_failure_not_raised(c: EnvContext) -> Iterator[Finding]:
+    yield from _at_least(
+        c,
+        (HEARTBEAT_MAX_FAILURE,),
+        int,
+        1,
+        "SGLang raises it to 1 (max(value, 1) in disaggregation/common/conn.py), so the declared value never runs",
+        "declare at least 1 (SGLang's default 2)",
+    )
+
+
+def _pd_timeouts_positive(c: EnvContext) -> Iterator[Finding]:
+    yield from _at_least(
+        c,
+        PD_TIMEOUTS,
+        int,
+        1,
+        "every PD request is timed out against it (disaggregation/common/conn.py): at 0 s or less each one fails "
+        "while every engine reports healthy",
+        "declare a positive number of seconds (SGLang's default 300)",
+    )
+
+
+def _nixl_variables_on_nixl(c: EnvContext) -> Iterator[Finding]:
+    if c.backend == "nixl":
+        return
+    for name in (n for n in c.extra if n.startswith(NIXL_PREFIX)):
+        yield c.finding(
+            name,
+            f"only the nixl transfer backend reads it (disaggregation/nixl/conn.py); this engine's is {c.backend}",
+            "remove it, or declare disaggregation_transfer_backend: nixl",
+        )
+
+
+def _nixl_params(c: EnvContext) -> dict[str, Any] | None:
+    """The NIXL backend parameters ({} when unset), or None when the nixl transfer engine refuses them."""
     try:
-        return kind(text) if text is not None else None
+        params = json.loads(c.extra[NIXL_PARAMS]) if NIXL_PARAMS in c.extra else {}
     except ValueError:
         return None
+    valid = isinstance(params, dict) and all(isinstance(v, str) for v in params.values())
+    return params if valid else None
 
 
-def engine_env_report(
-    host: str, role: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any], known: Sequence[str] = ()
-) -> Report:
-    report = Report()
-    extra = {str(k): "" if v is None else str(v) for k, v in (hostvars.get("sglang_engine_extra_env") or {}).items()}
-
-    def var(name: str) -> str:
-        return f"{host}: sglang_engine_extra_env.{name}"
-
-    owned = owned_env(role, hostvars)
-    key = "disaggregation_transfer_backend"
-    backend = str(envelope.get(key) or default_of(role, key))
-    for name, text in extra.items():
-        # SGLang rewrites a legacy SGL_ prefix to SGLANG_ at import (environ._handle_deprecated_envs).
-        legacy = name.startswith("SGL_") and name not in NO_LONGER_READ
-        read_as = "SGLANG_" + name[len("SGL_") :] if legacy else ALIASES.get(name, name)
-        if read_as in owned:
-            via = f" (SGLang reads {name} as {read_as})" if read_as != name else ""
-            report.problems.append(
-                _msg(
-                    var(name),
-                    text,
-                    f"overrides what the envelope declares{via}: the role sets it from {owned[read_as]}, and every "
-                    "report would show the declared value while the engine runs this one",
-                    f"remove it and declare {owned[read_as].split(' (')[0]}",
-                )
-            )
-            continue
-        if name in NO_LONGER_READ:
-            report.problems.append(
-                _msg(
-                    var(name),
-                    text,
-                    f"{SGLANG} no longer reads {name}; it only warns ('{NO_LONGER_READ[name]}'), so the value never "
-                    "runs",
-                    "remove it" + (" (the flag it names is not an envelope key)" if "--" in str(NO_LONGER_READ[name])
-                                   else ""),
-                )
-            )  # fmt: skip
-            continue
-        if read_as not in REGISTRY:
-            if not name.startswith((*THIRD_PARTY_PREFIXES, *known)):
-                hint = did_you_mean(name, [n for n in REGISTRY if n.startswith(name[:6])])
-                report.warnings.append(
-                    f"{var(name)}={text!r}: not a variable of {SGLANG}'s registry (sglang/srt/environ.py){hint}; "
-                    "it is passed to the engine, which does not read it"
-                )
-            continue
-        if legacy or name in ALIASES:
-            report.warnings.append(
-                f"{var(name)}={text!r}: a deprecated name; {SGLANG} reads it as {read_as}; fix: rename it to {read_as}"
-            )
-        problem = env_value_problem(read_as, text)
-        if problem:
-            row = REGISTRY[read_as]
-            report.problems.append(_msg(var(name), text, problem, f"declare {_example(row[1], row[2])}"))
-    report.problems += _transfer_env_problems(host, role, envelope, extra, backend, var)
-    return report
+def _nixl_ucx_ib_device(c: EnvContext) -> Any:
+    """disaggregation_ib_device when nixl's UCX backend runs with it, else None."""
+    ucx = c.extra.get(NIXL_BACKEND, "UCX") == "UCX"
+    return c.envelope.get("disaggregation_ib_device") if c.backend == "nixl" and ucx else None
 
 
-def _transfer_env_problems(
-    host: str, role: str, envelope: Mapping[str, Any], extra: Mapping[str, str], backend: str, var: Any
-) -> list[str]:
-    """Values the PD transfer code refuses at startup, or raises silently (sglang/srt/disaggregation/)."""
-    errors: list[str] = []
-    queues = _number_of(extra, "SGLANG_DISAGGREGATION_QUEUE_SIZE", int)
-    pool = _number_of(extra, "SGLANG_DISAGGREGATION_THREAD_POOL_SIZE", int)
-    mooncake = backend.startswith("mooncake")
-    if queues is not None and queues < 1 and backend in ("mooncake", "mooncake_tcp", "nixl"):
-        errors.append(
-            _msg(
-                var("SGLANG_DISAGGREGATION_QUEUE_SIZE"),
-                extra["SGLANG_DISAGGREGATION_QUEUE_SIZE"],
-                f"the {backend} KV sender starts one transfer worker per queue: with none, the first KV transfer "
-                "has no queue to go to (disaggregation/mooncake/conn.py, nixl/conn.py)",
-                "declare at least 1 (SGLang's default 4)",
-            )
+def _nixl_params_object(c: EnvContext) -> Iterator[Finding]:
+    if c.backend == "nixl" and NIXL_PARAMS in c.extra and _nixl_params(c) is None:
+        yield c.finding(
+            NIXL_PARAMS,
+            f"the nixl transfer engine refuses it at startup: '{NIXL_PARAMS} must be a JSON object with string keys "
+            "and string values' (disaggregation/nixl/conn.py)",
+            'declare a JSON object of strings, e.g. {"device_list": "mlx5_0"}',
         )
-    elif role == "prefill" and mooncake:
-        need = queues if queues is not None else 4
-        if pool is not None and pool < need:
-            errors.append(
-                _msg(
-                    var("SGLANG_DISAGGREGATION_THREAD_POOL_SIZE"),
-                    extra["SGLANG_DISAGGREGATION_THREAD_POOL_SIZE"],
-                    f"the mooncake prefill KV sender asserts at startup that the thread pool is at least "
-                    f"SGLANG_DISAGGREGATION_QUEUE_SIZE={need} (disaggregation/mooncake/conn.py)",
-                    f"declare at least {need}, or lower SGLANG_DISAGGREGATION_QUEUE_SIZE",
-                )
-            )
-        elif pool is None and queues is not None and queues > POOL_DERIVED_MAX:
-            errors.append(
-                _msg(
-                    var("SGLANG_DISAGGREGATION_QUEUE_SIZE"),
-                    extra["SGLANG_DISAGGREGATION_QUEUE_SIZE"],
-                    f"without SGLANG_DISAGGREGATION_THREAD_POOL_SIZE the mooncake prefill KV sender derives at most "
-                    f"{POOL_DERIVED_MAX} threads from the CPU count, and asserts at startup that they are at least "
-                    "the queues (disaggregation/mooncake/conn.py)",
-                    f"declare at most {POOL_DERIVED_MAX}, or SGLANG_DISAGGREGATION_THREAD_POOL_SIZE >= {queues}",
-                )
-            )
-    interval = _number_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", float)
-    if interval is not None and interval < HEARTBEAT_MIN_S:
-        errors.append(
-            _msg(
-                var("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL"),
-                extra["SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL"],
-                f"SGLang raises it to {HEARTBEAT_MIN_S:g} s (max(value, 2.0) in disaggregation/common/conn.py), so the "
-                "declared interval never runs",
-                f"declare at least {HEARTBEAT_MIN_S:g} (SGLang's default 5.0)",
-            )
-        )
-    failures = _number_of(extra, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", int)
-    if failures is not None and failures < 1:
-        errors.append(
-            _msg(
-                var("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"),
-                extra["SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"],
-                "SGLang raises it to 1 (max(value, 1) in disaggregation/common/conn.py), so the declared value never "
-                "runs",
-                "declare at least 1 (SGLang's default 2)",
-            )
-        )
-    for name in ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"):
-        seconds = _number_of(extra, name, int)
-        if seconds is not None and seconds < 1:
-            errors.append(
-                _msg(
-                    var(name),
-                    extra[name],
-                    "every PD request is timed out against it (disaggregation/common/conn.py): at 0 s or less each "
-                    "one fails while every engine reports healthy",
-                    "declare a positive number of seconds (SGLang's default 300)",
-                )
-            )
-    nixl_names = [n for n in extra if n.startswith("SGLANG_DISAGGREGATION_NIXL_")]
-    if backend != "nixl":
-        errors += [
-            _msg(
-                var(name),
-                extra[name],
-                f"only the nixl transfer backend reads it (disaggregation/nixl/conn.py); this engine's is {backend}",
-                "remove it, or declare disaggregation_transfer_backend: nixl",
-            )
-            for name in nixl_names
-        ]
-        return errors
-    errors += _nixl_problems(role, envelope, extra, var)
-    return errors
 
 
-def _nixl_problems(role: str, envelope: Mapping[str, Any], extra: Mapping[str, str], var: Any) -> list[str]:
-    errors: list[str] = []
-    params_name = "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS"
-    params: Any = {}
-    if params_name in extra:
-        try:
-            params = json.loads(extra[params_name])
-        except ValueError:
-            params = None
-        if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
-            errors.append(
-                _msg(
-                    var(params_name),
-                    extra[params_name],
-                    "the nixl transfer engine refuses it at startup: 'SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must "
-                    "be a JSON object with string keys and string values' (disaggregation/nixl/conn.py)",
-                    'declare a JSON object of strings, e.g. {"device_list": "mlx5_0"}',
-                )
-            )
-            params = {}
-    ib = envelope.get("disaggregation_ib_device")
-    ucx = extra.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX") == "UCX"
-    if ib and ucx and "UCX_NET_DEVICES" in extra:
-        errors.append(
-            _msg(
-                var("UCX_NET_DEVICES"),
-                extra["UCX_NET_DEVICES"],
-                f"with it set, nixl's UCX backend ignores disaggregation_ib_device={ib!r} ('UCX_NET_DEVICES is set; "
-                "ignoring --disaggregation-ib-device', disaggregation/nixl/conn.py)",
-                "remove it and declare the devices in disaggregation_ib_device only",
-            )
+def _ucx_devices_without_ib_device(c: EnvContext) -> Iterator[Finding]:
+    ib = _nixl_ucx_ib_device(c)
+    if ib and "UCX_NET_DEVICES" in c.extra:
+        yield c.finding(
+            "UCX_NET_DEVICES",
+            f"with it set, nixl's UCX backend ignores disaggregation_ib_device={ib!r} ('UCX_NET_DEVICES is set; "
+            "ignoring --disaggregation-ib-device', disaggregation/nixl/conn.py)",
+            "remove it and declare the devices in disaggregation_ib_device only",
         )
-    elif ib and ucx and isinstance(params, dict) and "device_list" in params:
-        errors.append(
-            _msg(
-                var(params_name),
-                extra[params_name],
-                f"its device_list and disaggregation_ib_device={ib!r} both select the UCX devices; nixl refuses them "
-                "at startup unless they agree ('Conflicting NIXL UCX device_list')",
-                "remove device_list and declare the devices in disaggregation_ib_device only",
-            )
-        )
-    return errors
 
 
-# ------------------------------------------------------------------ the router's extra arguments
+def _nixl_device_list_without_ib_device(c: EnvContext) -> Iterator[Finding]:
+    ib = _nixl_ucx_ib_device(c)
+    if ib and "UCX_NET_DEVICES" not in c.extra and "device_list" in (_nixl_params(c) or {}):
+        yield c.finding(
+            NIXL_PARAMS,
+            f"its device_list and disaggregation_ib_device={ib!r} both select the UCX devices; nixl refuses them at "
+            "startup unless they agree ('Conflicting NIXL UCX device_list')",
+            "remove device_list and declare the devices in disaggregation_ib_device only",
+        )
+
+
+def _name_registered(c: EnvContext) -> Iterator[Finding]:
+    for name in c.named("unregistered"):
+        if not name.startswith((*THIRD_PARTY_PREFIXES, *c.known)):
+            hint = did_you_mean(name, [n for n in REGISTRY if n.startswith(name[:6])])
+            yield c.finding(
+                name,
+                f"not a variable of {SGLANG}'s registry (sglang/srt/environ.py){hint}; it is passed to the engine, "
+                "which does not read it",
+                "remove it, or add its prefix to sglang_validate_extra_env_known when another program reads it",
+            )
+
+
+def _name_current(c: EnvContext) -> Iterator[Finding]:
+    for name in c.named("registered"):
+        if read_as(name) != name:
+            yield c.finding(
+                name, f"a deprecated name; {SGLANG} reads it as {read_as(name)}", f"rename it to {read_as(name)}"
+            )
+
+
+ENV = ("sglang_engine_extra_env",)
+ENV_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sidedoor_env.no_envelope_override",
+        1,
+        (*ENV, "the envelope keys that set a variable", "gpu_ids", BACKEND, "sglang_api_key"),
+        "a variable must not override what the envelope declares (legacy SGL_ and alias spellings included): the "
+        "report would show the declared value while the engine runs this one",
+        "remove it and declare the envelope variable that sets it",
+        _no_envelope_override,
+    ),
+    Rule(
+        "sidedoor_env.still_read",
+        1,
+        ENV,
+        f"{SGLANG} still reads the variable (a retired name only warns, so its value never runs)",
+        "remove it",
+        _still_read,
+    ),
+    Rule(
+        "sidedoor_env.value_parses",
+        1,
+        ENV,
+        f"{SGLANG} parses the value as its registry's kind (bool, int, float, JSON), else warns and runs the default",
+        "declare a value of that kind",
+        _value_parses,
+    ),
+    Rule(
+        "sidedoor_env.transfer_queues_positive",
+        1,
+        (QUEUES, BACKEND),
+        "the mooncake and nixl KV senders start one transfer worker per queue, so there is at least one",
+        f"declare at least 1 (SGLang's default {QUEUES_DEFAULT})",
+        _transfer_queues_positive,
+    ),
+    Rule(
+        "sidedoor_env.transfer_pool_covers_queues",
+        1,
+        (POOL, QUEUES, BACKEND),
+        "the mooncake prefill KV sender asserts at startup that its thread pool is at least the queues",
+        f"declare a pool at least the queues, or lower {QUEUES}",
+        _transfer_pool_covers_queues,
+    ),
+    Rule(
+        "sidedoor_env.transfer_queues_within_derived_pool",
+        1,
+        (QUEUES, POOL, BACKEND),
+        f"without {POOL} the mooncake prefill KV sender derives at most {POOL_DERIVED_MAX} threads and asserts at "
+        "startup that they are at least the queues",
+        f"declare at most {POOL_DERIVED_MAX} queues, or a pool at least the queues",
+        _transfer_queues_within_derived_pool,
+    ),
+    Rule(
+        "sidedoor_env.heartbeat_interval_not_raised",
+        1,
+        (HEARTBEAT_INTERVAL,),
+        f"SGLang raises an interval below {HEARTBEAT_MIN_S:g} s to {HEARTBEAT_MIN_S:g} s, so it never runs",
+        f"declare at least {HEARTBEAT_MIN_S:g} (SGLang's default 5.0)",
+        _heartbeat_interval_not_raised,
+    ),
+    Rule(
+        "sidedoor_env.heartbeat_max_failure_not_raised",
+        1,
+        (HEARTBEAT_MAX_FAILURE,),
+        "SGLang raises a value below 1 to 1, so it never runs",
+        "declare at least 1 (SGLang's default 2)",
+        _heartbeat_max_failure_not_raised,
+    ),
+    Rule(
+        "sidedoor_env.pd_timeouts_positive",
+        1,
+        PD_TIMEOUTS,
+        "every PD request is timed out against it: at 0 s or less each one fails while every engine reports healthy",
+        "declare a positive number of seconds (SGLang's default 300)",
+        _pd_timeouts_positive,
+    ),
+    Rule(
+        "sidedoor_env.nixl_variables_on_nixl",
+        1,
+        (f"{NIXL_PREFIX}*", BACKEND),
+        "only the nixl transfer backend reads them",
+        "remove them, or declare disaggregation_transfer_backend: nixl",
+        _nixl_variables_on_nixl,
+    ),
+    Rule(
+        "sidedoor_env.nixl_params_object",
+        1,
+        (NIXL_PARAMS, BACKEND),
+        "the nixl transfer engine refuses at startup a value that is not a JSON object of string values",
+        'declare a JSON object of strings, e.g. {"device_list": "mlx5_0"}',
+        _nixl_params_object,
+    ),
+    Rule(
+        "sidedoor_env.ucx_devices_without_ib_device",
+        1,
+        ("UCX_NET_DEVICES", NIXL_BACKEND, "disaggregation_ib_device", BACKEND),
+        "with UCX_NET_DEVICES set, nixl's UCX backend ignores disaggregation_ib_device",
+        "remove it and declare the devices in disaggregation_ib_device only",
+        _ucx_devices_without_ib_device,
+    ),
+    Rule(
+        "sidedoor_env.nixl_device_list_without_ib_device",
+        1,
+        (NIXL_PARAMS, NIXL_BACKEND, "disaggregation_ib_device", BACKEND),
+        "a device_list and disaggregation_ib_device both select nixl's UCX devices; nixl refuses them at startup "
+        "unless they agree",
+        "remove device_list and declare the devices in disaggregation_ib_device only",
+        _nixl_device_list_without_ib_device,
+    ),
+)
+ENV_WARNINGS: tuple[Rule, ...] = (
+    Rule(
+        "sidedoor_env.name_registered",
+        1,
+        (*ENV, "sglang_validate_extra_env_known"),
+        f"a variable is one of {SGLANG}'s registry, of a library under SGLang (NCCL_, CUDA_, MC_, UCX_, ...) or of a "
+        "prefix another program reads; else the engine does not read it",
+        "remove it, or add its prefix to sglang_validate_extra_env_known",
+        _name_registered,
+        WARNING,
+    ),
+    Rule(
+        "sidedoor_env.name_current",
+        1,
+        ENV,
+        f"a variable has its current name ({SGLANG} reads a legacy SGL_ prefix or a deprecated alias as another)",
+        "rename it to the name SGLang reads",
+        _name_current,
+        WARNING,
+    ),
+)
+
+
+# ------------------------------------------------------------------ the router's extra arguments (scope sidedoor_args)
 
 
 def _smg_flag(token: str) -> tuple[Flag | None, str]:
@@ -424,47 +615,6 @@ def parse_router_extra_args(extra: Sequence[Any]) -> tuple[list[tuple[Flag, list
     return parsed, refused
 
 
-def router_args_report(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> Report:
-    report = Report()
-    extra = hostvars.get("sglang_router_extra_args")
-    if extra is None:
-        return report
-    var = f"{host}: sglang_router_extra_args"
-    shown_extra = _redacted(extra)
-    parsed, refused = parse_router_extra_args(list(extra))
-    for why in refused:
-        report.problems.append(
-            _msg(var, shown_extra, f"{SMG}'s parser refuses it at startup ('smg launch: error: {why}')",
-                 "remove the argument or correct it from `smg launch --help`")
-        )  # fmt: skip
-    router_keys = {k.name for k in keys_for("router")}
-    for flag, values, written in parsed:
-        shown = f"{written} {'<redacted>' if flag.dest == 'api_key' else ' '.join(values)}".strip()
-        if flag.dest in router_keys or flag.dest in ROUTER_OVERRIDES:
-            key = ROUTER_OVERRIDES.get(flag.dest, flag.dest)
-            owner = "sglang_api_key" if key == "api_key" else f"sglang_router.{key}"
-            extra_note = " (the key would also stand in the serve script)" if key == "api_key" else ""
-            report.problems.append(
-                _msg(
-                    var,
-                    shown_extra,
-                    f"{shown!r} sets {flag.options[0]}, which the envelope declares through {owner}: smg takes the "
-                    f"last one, so it runs this value while every report shows the declared one{extra_note}",
-                    f"remove it and declare {owner}",
-                )
-            )
-        elif flag.dest in GROUP_FLAGS:
-            report.problems.append(
-                _msg(
-                    var,
-                    shown_extra,
-                    f"{shown!r} sets {flag.options[0]}, which the role renders from {GROUP_FLAGS[flag.dest]}",
-                    "remove it; change the inventory groups instead",
-                )
-            )
-    return report
-
-
 def _redacted(extra: Sequence[Any]) -> list[str]:
     """The extra arguments as messages show them: the value of an --api-key (or an abbreviation of it) hidden."""
     shown: list[str] = []
@@ -490,7 +640,101 @@ def router_extra_ports(hostvars: Mapping[str, Any]) -> dict[str, int]:
     return ports
 
 
-# ------------------------------------------------------------------ ports and addresses
+@dataclass(frozen=True)
+class ArgsContext:
+    """One router's sglang_router_extra_args as smg reads them: the flags it takes (flag, values, option as written),
+    its refusals, and the arguments as messages show them."""
+
+    host: str
+    parsed: Sequence[tuple[Flag, list[str], str]]
+    refused: Sequence[str]
+    shown: Sequence[str]
+
+    def finding(self, rule: str, fix: str) -> Finding:
+        return Finding(f"{self.host}: sglang_router_extra_args", list(self.shown), rule, fix)
+
+
+def args_context(host: str, hostvars: Mapping[str, Any]) -> ArgsContext:
+    extra = list(hostvars.get("sglang_router_extra_args") or [])
+    parsed, refused = parse_router_extra_args(extra)
+    return ArgsContext(host, parsed, refused, _redacted(extra))
+
+
+def _envelope_owner(flag: Flag) -> str | None:
+    """The variable that declares what this flag sets, or None when the envelope does not own it."""
+    if flag.dest not in ROUTER_KEYS and flag.dest not in ROUTER_OVERRIDES:
+        return None
+    key = ROUTER_OVERRIDES.get(flag.dest, flag.dest)
+    return "sglang_api_key" if key == "api_key" else f"sglang_router.{key}"
+
+
+def _as_written(flag: Flag, values: list[str], written: str) -> str:
+    return f"{written} {'<redacted>' if flag.dest == 'api_key' else ' '.join(values)}".strip()
+
+
+def _smg_parses(c: ArgsContext) -> Iterator[Finding]:
+    for why in c.refused:
+        yield c.finding(
+            f"{SMG}'s parser refuses it at startup ('smg launch: error: {why}')",
+            "remove the argument or correct it from `smg launch --help`",
+        )
+
+
+def _no_envelope_flag(c: ArgsContext) -> Iterator[Finding]:
+    for flag, values, written in c.parsed:
+        owner = _envelope_owner(flag)
+        if owner:
+            serve_script = " (the key would also stand in the serve script)" if owner == "sglang_api_key" else ""
+            yield c.finding(
+                f"{_as_written(flag, values, written)!r} sets {flag.options[0]}, which the envelope declares through "
+                f"{owner}: smg takes the last one, so it runs this value while every report shows the declared "
+                f"one{serve_script}",
+                f"remove it and declare {owner}",
+            )
+
+
+def _no_group_flag(c: ArgsContext) -> Iterator[Finding]:
+    for flag, values, written in c.parsed:
+        if not _envelope_owner(flag) and flag.dest in GROUP_FLAGS:
+            yield c.finding(
+                f"{_as_written(flag, values, written)!r} sets {flag.options[0]}, which the role renders from "
+                f"{GROUP_FLAGS[flag.dest]}",
+                "remove it; change the inventory groups instead",
+            )
+
+
+ARGS = ("sglang_router_extra_args",)
+ARGS_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sidedoor_args.smg_parses",
+        1,
+        ARGS,
+        f"{SMG}'s parser takes every extra argument (no unknown or ambiguous flag, missing value, value of the wrong "
+        "type or outside the choices)",
+        "remove the argument or correct it from `smg launch --help`",
+        _smg_parses,
+    ),
+    Rule(
+        "sidedoor_args.no_envelope_flag",
+        1,
+        (*ARGS, "the sglang_router keys", "sglang_api_key"),
+        "an extra argument sets no flag the envelope declares: smg takes the last one, so it would run while every "
+        "report shows the declared one",
+        "remove it and declare the envelope variable (sglang_router.<key>, sglang_api_key)",
+        _no_envelope_flag,
+    ),
+    Rule(
+        "sidedoor_args.no_group_flag",
+        1,
+        (*ARGS, "the inventory groups"),
+        "an extra argument sets no flag the role renders from the inventory groups (PD mode, workers, selectors)",
+        "remove it; change the inventory groups instead",
+        _no_group_flag,
+    ),
+)
+
+
+# ------------------------------------------------------------------ ports (scope sidedoor_port)
 
 
 def _runs_as_root(hostvars: Mapping[str, Any]) -> tuple[bool, str]:
@@ -502,22 +746,72 @@ def _runs_as_root(hostvars: Mapping[str, Any]) -> tuple[bool, str]:
     return granted, user
 
 
-def port_problems(host: str, hostvars: Mapping[str, Any], ports: Mapping[str, Any]) -> list[str]:
-    """Ports below 1024 on a server that runs as a non-root user without CAP_NET_BIND_SERVICE."""
-    allowed, user = _runs_as_root(hostvars)
+@dataclass(frozen=True)
+class PortContext:
+    """One server's ports (variable -> port; a router's extra arguments' as `sglang_router_extra_args {option}`),
+    with the host's variables and the ports the router's extra arguments open (option -> port)."""
+
+    host: str
+    hostvars: Mapping[str, Any]
+    ports: Mapping[str, Any]
+    extra_ports: Mapping[str, int] = field(default_factory=dict)
+
+
+def _unprivileged(c: PortContext) -> Iterator[Finding]:
+    allowed, user = _runs_as_root(c.hostvars)
     if allowed:
-        return []
-    return [
-        _msg(
-            f"{host}: {var}",
-            port,
-            f"a port below 1024 needs root or CAP_NET_BIND_SERVICE, and the unit runs as {user!r} without it: the "
-            "bind fails with 'Permission denied' at startup",
-            "use a port from 1024 to 65535",
-        )
-        for var, port in ports.items()
-        if isinstance(port, int) and 1 <= port < 1024
-    ]
+        return
+    for var, port in c.ports.items():
+        if isinstance(port, int) and 1 <= port < 1024:
+            yield Finding(
+                f"{c.host}: {var}",
+                port,
+                f"a port below 1024 needs root or CAP_NET_BIND_SERVICE, and the unit runs as {user!r} without it: the "
+                "bind fails with 'Permission denied' at startup",
+                "use a port from 1024 to 65535",
+            )
+
+
+def _extra_port_free(c: PortContext) -> Iterator[Finding]:
+    taken = {v: k for k, v in c.ports.items() if k.startswith("sglang_router.") and v is not None}
+    for option, port in c.extra_ports.items():
+        if port in taken:
+            yield Finding(
+                f"{c.host}: sglang_router_extra_args",
+                _redacted(c.hostvars.get("sglang_router_extra_args") or []),
+                f"{option} {port} is the port of {taken[port]}: smg cannot bind both",
+                f"give {option} a port of its own",
+            )
+
+
+PORT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sidedoor_port.unprivileged",
+        1,
+        (
+            "port",
+            "disaggregation_bootstrap_port",
+            "prometheus_port",
+            "the ports of sglang_router_extra_args",
+            "sglang_defaults_user",
+            "the units' AmbientCapabilities",
+        ),
+        "a port below 1024 needs root or CAP_NET_BIND_SERVICE, else the bind fails with 'Permission denied' at startup",
+        "use a port from 1024 to 65535",
+        _unprivileged,
+    ),
+    Rule(
+        "sidedoor_port.extra_arg_port_free",
+        1,
+        ("sglang_router_extra_args", "sglang_router.port", "sglang_router.prometheus_port"),
+        "a port an extra argument opens is neither the router's port nor its metrics port (smg cannot bind both)",
+        "give the option a port of its own",
+        _extra_port_free,
+    ),
+)
+
+
+# ------------------------------------------------------------------ listen and advertise (scope sidedoor_address)
 
 
 def _literal(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -541,71 +835,6 @@ def advertise_of(host: str, hostvars: Mapping[str, Any]) -> tuple[str, str]:
     return host, f"{host}: the inventory name"
 
 
-def address_problems(
-    host: str, role: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any], peers: Mapping[str, str]
-) -> list[str]:
-    """The engine's listen address against the address its peers connect to (peers: host -> what it reaches)."""
-    listen = str(envelope.get("host") or SGLANG_DEFAULT_HOST)
-    listen_var = f"{host}: {declared_var(role, hostvars, 'host')}"
-    unset = f"unset, so SGLang binds its default {SGLANG_DEFAULT_HOST}: " if envelope.get("host") is None else ""
-    advertise, advertise_var = advertise_of(host, hostvars)
-    remote = sorted(p for p in peers if p != host)
-    reached = f"{remote[0]} ({peers[remote[0]]})" if remote else ""
-    errors: list[str] = []
-    if listen == "::":
-        return [
-            _msg(
-                listen_var,
-                listen,
-                "SGLang binds '::' IPv6-only (asyncio's create_server sets IPV6_V6ONLY), while the role's health gate "
-                "and drain reach a wildcard listener at 127.0.0.1, and IPv4 peers cannot connect",
-                "declare 0.0.0.0, or this host's own IPv6 address with sglang_advertise_host set to it",
-            )
-        ]
-    if is_loopback(listen) and remote:
-        errors.append(
-            _msg(
-                listen_var,
-                envelope.get("host"),
-                f"{unset}the engine listens on loopback only, and {reached} on another host connects to it at "
-                f"{advertise}",
-                "declare 0.0.0.0 or this host's address the peers reach",
-            )
-        )
-    elif is_loopback(advertise) and remote:
-        errors.append(
-            _msg(
-                advertise_var,
-                advertise,
-                f"{reached} runs on another host and would connect to its own loopback, not to {host}",
-                f"set sglang_advertise_host of {host} to an address of it the other hosts reach",
-            )
-        )
-    literal_listen, literal_advertise = _literal(listen), _literal(advertise)
-    if errors or literal_advertise is None:
-        return errors
-    if listen == "0.0.0.0" and literal_advertise.version == 6:
-        errors.append(
-            _msg(
-                advertise_var,
-                advertise,
-                f"an IPv6 address, and {listen_var.split(': ', 1)[1]}={listen!r} binds IPv4 only: connections fail",
-                "advertise this host's IPv4 address, or bind its IPv6 address",
-            )
-        )
-    elif literal_listen is not None and not literal_listen.is_unspecified and literal_listen != literal_advertise:
-        errors.append(
-            _msg(
-                advertise_var,
-                advertise,
-                f"the engine binds only {listen} ({listen_var.split(': ', 1)[1]}), so connections to {advertise} are "
-                "refused",
-                f"advertise {listen}, or bind 0.0.0.0",
-            )
-        )
-    return errors
-
-
 def _peers(role: str, groups: Mapping[str, list[str]]) -> dict[str, str]:
     """Who connects to an engine of this role: the router hosts (HTTP), and for prefill the decode hosts (the
     bootstrap server)."""
@@ -616,7 +845,173 @@ def _peers(role: str, groups: Mapping[str, list[str]]) -> dict[str, str]:
     return peers
 
 
+@dataclass(frozen=True)
+class AddressContext:
+    """One engine's listen address against the address its peers connect to (peers: host -> what it reaches)."""
+
+    host: str
+    role: str
+    hostvars: Mapping[str, Any]
+    envelope: Mapping[str, Any]
+    peers: Mapping[str, str]
+
+    @property
+    def listen(self) -> str:
+        return str(self.envelope.get("host") or SGLANG_DEFAULT_HOST)
+
+    @property
+    def listen_key(self) -> str:
+        """The declared variable of the listen address (e.g. sglang_engine_common.host)."""
+        return declared_var(self.role, self.hostvars, "host")
+
+    @property
+    def advertise(self) -> tuple[str, str]:
+        return advertise_of(self.host, self.hostvars)
+
+    @property
+    def reached(self) -> str:
+        """The first peer on another host, with what it reaches there; empty when every peer is on this host."""
+        remote = sorted(p for p in self.peers if p != self.host)
+        return f"{remote[0]} ({self.peers[remote[0]]})" if remote else ""
+
+
+def _listen_not_ipv6_wildcard(c: AddressContext) -> Iterator[Finding]:
+    if c.listen == "::":
+        yield Finding(
+            f"{c.host}: {c.listen_key}",
+            c.listen,
+            "SGLang binds '::' IPv6-only (asyncio's create_server sets IPV6_V6ONLY), while the role's health gate and "
+            "drain reach a wildcard listener at 127.0.0.1, and IPv4 peers cannot connect",
+            "declare 0.0.0.0, or this host's own IPv6 address with sglang_advertise_host set to it",
+        )
+
+
+def _listen_reachable(c: AddressContext) -> Iterator[Finding]:
+    if is_loopback(c.listen) and c.reached:
+        unset = f"unset, so SGLang binds its default {SGLANG_DEFAULT_HOST}: " if c.envelope.get("host") is None else ""
+        yield Finding(
+            f"{c.host}: {c.listen_key}",
+            c.envelope.get("host"),
+            f"{unset}the engine listens on loopback only, and {c.reached} on another host connects to it at "
+            f"{c.advertise[0]}",
+            "declare 0.0.0.0 or this host's address the peers reach",
+        )
+
+
+def _advertise_reachable(c: AddressContext) -> Iterator[Finding]:
+    advertise, var = c.advertise
+    if not is_loopback(c.listen) and is_loopback(advertise) and c.reached:
+        yield Finding(
+            var,
+            advertise,
+            f"{c.reached} runs on another host and would connect to its own loopback, not to {c.host}",
+            f"set sglang_advertise_host of {c.host} to an address of it the other hosts reach",
+        )
+
+
+def _advertise_ip_version(c: AddressContext) -> Iterator[Finding]:
+    advertise, var = c.advertise
+    literal = _literal(advertise)
+    if c.listen == "0.0.0.0" and literal is not None and literal.version == 6:
+        yield Finding(
+            var,
+            advertise,
+            f"an IPv6 address, and {c.listen_key}={c.listen!r} binds IPv4 only: connections fail",
+            "advertise this host's IPv4 address, or bind its IPv6 address",
+        )
+
+
+def _advertise_is_listen(c: AddressContext) -> Iterator[Finding]:
+    advertise, var = c.advertise
+    bound, literal = _literal(c.listen), _literal(advertise)
+    if literal is not None and bound is not None and not bound.is_unspecified and bound != literal:
+        yield Finding(
+            var,
+            advertise,
+            f"the engine binds only {c.listen} ({c.listen_key}), so connections to {advertise} are refused",
+            f"advertise {c.listen}, or bind 0.0.0.0",
+        )
+
+
+LISTEN, ADVERTISE = ("host",), ("sglang_advertise_host", "ansible_host", "the inventory name")
+WILDCARD, LOOPBACK, ADDRESSES = 1, 2, 3  # the stages: `::`, loopback with a remote peer, listen vs advertise
+ADDRESS_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sidedoor_address.listen_not_ipv6_wildcard",
+        WILDCARD,
+        LISTEN,
+        "SGLang binds '::' IPv6-only, while the role's health gate and drain reach a wildcard listener at 127.0.0.1, "
+        "and IPv4 peers cannot connect",
+        "declare 0.0.0.0, or this host's own IPv6 address with sglang_advertise_host set to it",
+        _listen_not_ipv6_wildcard,
+    ),
+    Rule(
+        "sidedoor_address.listen_reachable",
+        LOOPBACK,
+        (*LISTEN, "the peers' hosts"),
+        "an engine with a peer on another host (the router; for a prefill, a decode engine) does not listen on "
+        f"loopback only (unset: SGLang's {SGLANG_DEFAULT_HOST})",
+        "declare 0.0.0.0 or this host's address the peers reach",
+        _listen_reachable,
+    ),
+    Rule(
+        "sidedoor_address.advertise_reachable",
+        LOOPBACK,
+        (*ADVERTISE, "the peers' hosts"),
+        "an engine with a peer on another host is not advertised at loopback (the peer would reach itself)",
+        "set sglang_advertise_host to an address of the host the other hosts reach",
+        _advertise_reachable,
+    ),
+    Rule(
+        "sidedoor_address.advertise_ip_version",
+        ADDRESSES,
+        (*LISTEN, *ADVERTISE),
+        "an engine advertised at an IPv6 address does not bind IPv4 only (0.0.0.0)",
+        "advertise this host's IPv4 address, or bind its IPv6 address",
+        _advertise_ip_version,
+    ),
+    Rule(
+        "sidedoor_address.advertise_is_listen",
+        ADDRESSES,
+        (*LISTEN, *ADVERTISE),
+        "an engine bound to one address is advertised at that address",
+        "advertise the bound address, or bind 0.0.0.0",
+        _advertise_is_listen,
+    ),
+)
+SIDEDOOR_RULES: tuple[Rule, ...] = (*ENV_RULES, *ENV_WARNINGS, *ARGS_RULES, *PORT_RULES, *ADDRESS_RULES)
+
+
 # ------------------------------------------------------------------ the fleet
+
+
+def _engine(
+    host: str, role: str, hostvars: Mapping[str, Any], groups: Mapping[str, list[str]], known: Sequence[str]
+) -> Report:
+    try:
+        envelope = engine_envelope(role, hostvars)
+    except EnvelopeError:
+        return Report()  # check_fleet reports it
+    env = env_context(host, role, hostvars, envelope, known)
+    ports: dict[str, Any] = {declared_var(role, hostvars, "port"): envelope.get("port")}
+    if role == "prefill":
+        bootstrap = envelope.get("disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)
+        ports[declared_var(role, hostvars, "disaggregation_bootstrap_port")] = bootstrap
+    problems = run(ENV_RULES, env) + run(PORT_RULES, PortContext(host, hostvars, ports))
+    problems += run(ADDRESS_RULES, AddressContext(host, role, hostvars, envelope, _peers(role, groups)))
+    return Report(problems, run(ENV_WARNINGS, env))
+
+
+def _router(host: str, hostvars: Mapping[str, Any]) -> Report:
+    try:
+        envelope = router_envelope(hostvars)
+    except EnvelopeError:
+        return Report()  # check_fleet reports it
+    ports = {f"sglang_router.{n}": envelope.get(n, SMG_DEFAULT_PORTS.get(n)) for n in ("port", "prometheus_port")}
+    extra_ports = router_extra_ports(hostvars)
+    ports.update({f"sglang_router_extra_args {opt}": port for opt, port in extra_ports.items()})
+    problems = run(ARGS_RULES, args_context(host, hostvars))
+    return Report(problems + run(PORT_RULES, PortContext(host, hostvars, ports, extra_ports)))
 
 
 def sidedoors(
@@ -624,54 +1019,17 @@ def sidedoors(
 ) -> Report:
     """Every side-door problem and warning of the inventory; `known`: prefixes of extra environment variables
     another program reads (sglang_validate_extra_env_known), not warned about."""
-    report = Report()
-    for role in ENGINE_ROLES:
-        for host in groups.get(GROUPS[role], []):
-            hostvars = all_hostvars[host]
-            try:
-                envelope = engine_envelope(role, hostvars)
-            except EnvelopeError:
-                continue  # check_fleet reports it
-            env = engine_env_report(host, role, hostvars, envelope, tuple(str(k) for k in known))
-            report.problems += env.problems
-            report.warnings += env.warnings
-            ports: dict[str, Any] = {declared_var(role, hostvars, "port"): envelope.get("port")}
-            if role == "prefill":
-                bootstrap = envelope.get("disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)
-                ports[declared_var(role, hostvars, "disaggregation_bootstrap_port")] = bootstrap
-            report.problems += port_problems(host, hostvars, ports)
-            report.problems += address_problems(host, role, hostvars, envelope, _peers(role, groups))
-    for host in groups.get(GROUPS["router"], []):
-        hostvars = all_hostvars[host]
-        try:
-            envelope = router_envelope(hostvars)
-        except EnvelopeError:
-            continue
-        args = router_args_report(host, hostvars, envelope)
-        report.problems += args.problems
-        report.warnings += args.warnings
-        ports = {
-            f"sglang_router.{name}": envelope.get(name, SMG_DEFAULT_PORTS.get(name))
-            for name in ("port", "prometheus_port")
-        }
-        extra_ports = router_extra_ports(hostvars)
-        ports.update({f"sglang_router_extra_args {opt}": port for opt, port in extra_ports.items()})
-        report.problems += port_problems(host, hostvars, ports)
-        taken = {v: k for k, v in ports.items() if k.startswith("sglang_router.") and v is not None}
-        for option, port in extra_ports.items():
-            if port in taken:
-                report.problems.append(
-                    _msg(
-                        f"{host}: sglang_router_extra_args",
-                        _redacted(hostvars.get("sglang_router_extra_args") or []),
-                        f"{option} {port} is the port of {taken[port]}: smg cannot bind both",
-                        f"give {option} a port of its own",
-                    )
-                )
+    reports = [
+        _engine(host, role, all_hostvars[host], groups, known)
+        for role in ENGINE_ROLES
+        for host in groups.get(GROUPS[role], [])
+    ]
+    reports += [_router(host, all_hostvars[host]) for host in groups.get(GROUPS["router"], [])]
     # One host's engines share sglang_engine_extra_env: say each finding once.
-    report.problems = list(dict.fromkeys(report.problems))
-    report.warnings = list(dict.fromkeys(report.warnings))
-    return report
+    return Report(
+        list(dict.fromkeys(p for r in reports for p in r.problems)),
+        list(dict.fromkeys(w for r in reports for w in r.warnings)),
+    )
 
 
 def sidedoor_problems(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[str]:
