@@ -3,7 +3,8 @@
     .venv/bin/python bench/audit_time.py [--repeat 5] [--top 8]
 
 The floor is `ansible <host> -m ping` (start ansible, reach the host over SSH, run one module there); the audit is
-`ansible-playbook audit.yml --check`. Each is run --repeat times; the medians and their ratio are printed, then the
+`ansible-playbook audit.yml --check`. Each is run --repeat times, a ping before each audit; the medians, the median of
+each audit's ratio to the ping before it, and the ratio of the medians are printed, then the
 slowest tasks of the median audit run (the ansible.builtin.junit callback). Needs the lab (make lab). Prints figures
 only; nothing is asserted.
 """
@@ -36,16 +37,24 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=8)
     args = parser.parse_args()
     run("warm-up", "--check", playbook="audit.yml")  # the estimator's cache and the SSH connection
-    floors = [ping() for _ in range(args.repeat)]
-    audits: list[Result] = sorted((run("audit", "--check", playbook="audit.yml") for _ in range(args.repeat)),
-                                  key=lambda r: r.seconds)  # fmt: skip
+    # Interleaved, so that a ping and the audit after it see the same machine; the ratio is the median of the pairs'.
+    floors: list[float] = []
+    runs: list[Result] = []
+    for _ in range(args.repeat):
+        floors.append(ping())
+        runs.append(run("audit", "--check", playbook="audit.yml"))
+    ratios = sorted(a.seconds / f for a, f in zip(runs, floors, strict=True))
+    audits = sorted(runs, key=lambda r: r.seconds)
     floor, median = statistics.median(floors), audits[len(audits) // 2]
     load = os.getloadavg()[0]
     print(f"audit.yml --check on the lab ({HOST}); {args.repeat} runs each; load {load:.1f}, {os.cpu_count()} CPUs")
     print(f"ansible ping (floor)   median {floor:5.2f} s   (min {min(floors):.2f}, max {max(floors):.2f})")
     seconds = [a.seconds for a in audits]
     print(f"audit                  median {median.seconds:5.2f} s   (min {min(seconds):.2f}, max {max(seconds):.2f})")
-    print(f"ratio                  {median.seconds / floor:.1f} x the floor")
+    print(
+        f"ratio                  {statistics.median(ratios):.2f} x the floor (median of each run against the ping "
+        f"before it; {min(ratios):.2f}-{max(ratios):.2f}); {median.seconds / floor:.2f} x as medians"
+    )
     print(f"\nslowest tasks of the median audit (sum of all tasks {sum(t for t, _ in median.tasks):.2f} s):")
     for took, name in median.tasks[: args.top]:
         print(f"  {took:6.2f}  {name[:110]}")

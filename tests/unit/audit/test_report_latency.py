@@ -106,7 +106,7 @@ def _filters() -> Any:
 
 def test_the_audit_measures_from_its_records_and_the_prometheus_answer(record: dict[str, Any]) -> None:
     """The filter over the playbook's records and its registered uri result: skipped, unreachable, answered."""
-    measured_latency = _filters().FilterModule().filters()["sglang_measured_latency"]
+    measured_latency = _filters().measured_latency
     router = base.router_record()
     skipped = measured_latency([record, router], {"skipped": True}, "5m", "t", "")
     assert (skipped["roles"]["decode"]["source"], skipped["notes"]) == (SIM, [])
@@ -118,3 +118,14 @@ def test_the_audit_measures_from_its_records_and_the_prometheus_answer(record: d
     answered = measured_latency([record], {"status": 200, "json": fixture_body("prometheus_latency.json")}, "1m")
     assert answered["roles"]["decode"]["source"] == "Prometheus, the last 1m"
     assert "prefill" in answered["roles"]  # Prometheus saw the prefill engine too; its /metrics was not read here
+
+
+def test_the_audit_says_why_it_predicted_no_time(record: dict[str, Any]) -> None:
+    """Without a model config, or with the prediction turned off, the times say why, beside the measured latency."""
+    audit_times = _filters().audit_times
+    off = audit_times({}, {}, {"architectures": ["X"]}, [record], {"skipped": True}, "5m", "t", "", False)
+    assert off["predicted"] == []
+    assert off["measured"]["at_load"] == {"unavailable": "time: not predicted (sglang_audit_predict_time is false)"}
+    assert off["measured"]["roles"]["decode"]["source"] == SIM
+    bare = audit_times({}, {}, {}, [record], {"skipped": True}, "5m", "t", "", True)
+    assert bare["measured"]["at_load"] == {"unavailable": "time: not predicted (no model config.json)"}

@@ -22,8 +22,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "fail_on_drift": {"type": "bool", "default": True},
     "fleet": {"type": "dict"},
     "model_config": {"type": "dict"},
-    "predicted_time": {"type": "list", "elements": "dict", "default": []},
-    "measured_time": {"type": "dict"},
+    "times": {"type": "dict"},
     "time_tolerance": {"type": "float", "default": 0.5},
     "time_min_requests": {"type": "int", "default": 20},
 }
@@ -37,8 +36,9 @@ def report(args: Mapping[str, Any]) -> dict[str, Any]:
     p = validated.validated_parameters
     declared = p["fleet"]
     fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
-    built = build(p["records"], p["fail_on_drift"], fleet, p["model_config"], p["predicted_time"], p["measured_time"],
-                  p["time_tolerance"], p["time_min_requests"])  # fmt: skip
+    times = p["times"] or {}
+    built = build(p["records"], p["fail_on_drift"], fleet, p["model_config"], times.get("predicted") or [],
+                  times.get("measured"), p["time_tolerance"], p["time_min_requests"])  # fmt: skip
     try:
         files = write(built, p["directory"])
     except OSError as exc:

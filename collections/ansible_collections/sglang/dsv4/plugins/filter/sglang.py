@@ -223,6 +223,29 @@ def measured_latency(
     return measure(engines, answer, str(window), str(at), notes)
 
 
+def audit_times(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any],
+    model_config: Mapping[str, Any] | None,
+    records: Sequence[Mapping[str, Any]],
+    prometheus: Mapping[str, Any] | None,
+    window: str,
+    at: str,
+    prometheus_host: str = "",
+    predict: bool = True,
+) -> dict[str, Any]:
+    """The audit's times in one call ({predicted, measured}): the measured latency (measured_latency) and the model's
+    predictions for the declared fleet and at the measured load (predicted_times), in `measured` as `at_load`; without
+    a model config or with `predict` false, why nothing was predicted."""
+    measured = measured_latency(records, prometheus, window, at, prometheus_host)
+    if predict and model_config:
+        times = predicted_times(hostvars, groups, model_config, measured)
+    else:
+        why = "no model config.json" if predict else "sglang_audit_predict_time is false"
+        times = {"predicted": [], "at_load": {"unavailable": f"time: not predicted ({why})"}}
+    return {"predicted": times["predicted"], "measured": {**measured, "at_load": times["at_load"]}}
+
+
 def module_closure(program: str) -> list[str]:
     """The module_utils modules the program at path `program` needs on a host, sglang_closure.program_closure."""
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_closure as _closure
@@ -700,9 +723,8 @@ class FilterModule:
             "sglang_file_entries": file_entries,
             "sglang_entry_differs": entry_differs,
             "sglang_healthy": healthy,
-            "sglang_predicted_times": predicted_times,
+            "sglang_audit_times": audit_times,
             "sglang_latency_query": latency_query,
-            "sglang_measured_latency": measured_latency,
             "sglang_gate_message": gate_message,
             "sglang_gate_probe_text": gate_probe_text,
             "sglang_gate_settled": gate_settled,

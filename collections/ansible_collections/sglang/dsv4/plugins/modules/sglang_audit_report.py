@@ -57,23 +57,18 @@ options:
   model_config:
     description: The served model's C(config.json), for the capacity model behind the fixes.
     type: dict
-  predicted_time:
+  times:
     description:
-      - The time model's predictions for the declared fleet, made on the controller (filter
-        C(sglang.dsv4.sglang_predicted_times)), printed in the fleet section.
-      - Each with C(shape), C(ttft_p50), C(ttft_p90), C(itl_p50), C(itl_p90), C(binding) (text, each time with its
-        band and source), or C(shape) and C(unavailable) (why nothing was predicted).
-    type: list
-    elements: dict
-    default: []
-  measured_time:
-    description:
-      - The fleet's measured latency (filter C(sglang.dsv4.sglang_measured_latency)) per engine role, from Prometheus
-        over a window or from the engines' C(/metrics) since they started, with C(at_load), the time model's
-        prediction at the measured load (filter C(sglang.dsv4.sglang_predicted_times)).
-      - Printed in the fleet section beside the prediction, with the ratio and the source of each figure; a measured
-        TTFT or ITL p50 off the prediction by more than O(time_tolerance) is the risk C(measured_time_off_model).
+      - The time model and the measured latency (filter C(sglang.dsv4.sglang_audit_times), one call for both).
+      - C(predicted), the model's predictions for the declared fleet, each with C(shape), C(ttft_p50), C(ttft_p90),
+        C(itl_p50), C(itl_p90), C(binding) (text, each time with its band and source), or C(shape) and
+        C(unavailable) (why nothing was predicted).
+      - C(measured), the fleet's measured latency per engine role, from Prometheus over a window or from the engines'
+        C(/metrics) since they started, with C(at_load), the model's prediction at the measured load.
+      - Both are printed in the fleet section, with the ratio and the source of each figure; a measured TTFT or ITL
+        p50 off the prediction by more than O(time_tolerance) is the risk C(measured_time_off_model).
     type: dict
+    version_added: "1.8.0"
   time_tolerance:
     description: How far a measured TTFT or ITL p50 may lie from the model's prediction (0.5 is +-50 %).
     type: float
