@@ -114,3 +114,25 @@ def test_check_mode_writes_nothing(tmp_path: Path) -> None:
                          release_switch={"to": "wh-b", "from": None})  # fmt: skip
     assert got["changed"] and sorted(got["written"]) == sorted([records["facts_file"], records["release_fact_file"]])
     assert not Path(records["dir"]["path"]).exists()
+
+
+def test_diff_shows_each_record_before_and_after(tmp_path: Path) -> None:
+    """--diff shows a record's text before and after, as the copy module would; a backup removed is not shown."""
+    records = spec(tmp_path)
+    records_module(records=records, deployed={"router": {"release": "a"}})
+    backup = tmp_path / "unit.service.1.2026-12-04@10:00:00~"
+    backup.write_text("old\n")
+    args = {"records": records, "deployed": {"router": {"release": "b"}}, "release_switch_done": True,
+            "clear_backups": [str(tmp_path / "unit.service")]}  # fmt: skip
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "--check", "--diff",
+         "-m", "sglang.dsv4.sglang_deploy_records", "-a", json.dumps(args)],
+        capture_output=True, text=True, check=False, cwd=REPO,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = records["facts_file"]
+    assert f"--- before: {facts}\n+++ after: {facts}\n" in proc.stdout, proc.stdout
+    assert '-    "release": "a"\n+    "release": "b"\n' in proc.stdout, proc.stdout
+    assert str(backup) not in proc.stdout.split("+++ after:", 1)[1].split("=>", 1)[0]
+    assert backup.exists()

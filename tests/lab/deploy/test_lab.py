@@ -84,10 +84,10 @@ def test_check_diff_with_a_pending_change_shows_it_and_changes_nothing(
     lab_host: testinfra.host.Host, release: str
 ) -> None:
     """A pending change to the decode engine (watchdog_timeout 600 -> 900): --check --diff shows exactly what would
-    be written: the one changed line of its serve script, the local facts record (after the decode engine's gate,
-    and again with the router's record), the drift exporter's declaration and the generated alert rules (both carry
-    the declared envelope). The environment file's diff stays hidden (it holds the key), and the host is untouched:
-    the same files, facts and processes."""
+    be written: the one changed line of its serve script, the local facts record (once, after the decode engine's
+    gate: the router's record is unchanged, so its write is skipped as in a real run), the drift exporter's
+    declaration and the generated alert rules (both carry the declared envelope). The environment file's diff stays
+    hidden (it holds the key), and the host is untouched: the same files, facts and processes."""
     state = (
         "sha1sum /opt/sglang/bin/*.sh /etc/sglang/*.env /etc/systemd/system/sglang-dsv4-*.service "
         "/etc/ansible/facts.d/sglang.fact; systemctl show -p MainPID --value " + " ".join(UNITS)
@@ -99,7 +99,6 @@ def test_check_diff_with_a_pending_change_shows_it_and_changes_nothing(
     diffs = run.output.split("--- before: ")[1:]
     assert [b.split("\n", 1)[0] for b in diffs] == [
         "/opt/sglang/bin/serve_dsv4_decode.sh",
-        "/etc/ansible/facts.d/sglang.fact",
         "/etc/ansible/facts.d/sglang.fact",
         "/etc/sglang/drift-export.json",
         "/etc/prometheus/sglang_rules.yml",

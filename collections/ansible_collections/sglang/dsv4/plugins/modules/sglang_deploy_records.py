@@ -27,6 +27,9 @@ attributes:
   check_mode:
     support: full
     details: Reports what it would write or remove; nothing changes.
+  diff_mode:
+    support: full
+    details: The records' text before and after (not the backups, which are copies of server files).
 options:
   records:
     description: Where the records live and who owns them (role variable C(sglang_defaults_records)).
@@ -202,6 +205,11 @@ class Records:
         self.spec = module.params["records"]
         self.written: list[str] = []
         self.removed: list[str] = []
+        self.diff: list[dict[str, str]] = []
+
+    def _differs(self, path: str, before: str | None, after: str) -> None:
+        if self.module._diff:
+            self.diff.append({"before_header": path, "after_header": path, "before": before or "", "after": after})
 
     def _ids(self, owned: dict[str, str]) -> tuple[int, int, int]:
         try:
@@ -213,14 +221,16 @@ class Records:
     def write(self, path: str, text: str) -> None:
         """Replace `path` by `text` atomically, with the records' owner, group and mode, where anything differs."""
         uid, gid, mode = self._ids(self.spec)
+        before = read_text(path)
         try:
             st = os.stat(path)
-            same = read_text(path) == text and (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (uid, gid, mode)
+            same = before == text and (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (uid, gid, mode)
         except FileNotFoundError:
             same = False
         if same:
             return
         self.written.append(path)
+        self._differs(path, before, text)
         if self.module.check_mode:
             return
         self._folder()
@@ -246,10 +256,12 @@ class Records:
             os.chown(folder["path"], uid, gid)
             os.chmod(folder["path"], mode)
 
-    def remove(self, path: str) -> None:
+    def remove(self, path: str, record: bool = True) -> None:
         if not os.path.lexists(path):
             return
         self.removed.append(path)
+        if record:
+            self._differs(path, read_text(path), "")
         if not self.module.check_mode:
             try:
                 os.unlink(path)
@@ -278,12 +290,13 @@ def main() -> None:
         records.remove(records.spec["release_fact_file"])
     for path in p["clear_backups"]:
         for copy in backups_beside(path):
-            records.remove(copy)
+            records.remove(copy, record=False)
     module.exit_json(
         changed=bool(records.written or records.removed),
         facts_sha1=facts_sha1,
         written=records.written,
         removed=records.removed,
+        diff=records.diff,
     )
 
 
