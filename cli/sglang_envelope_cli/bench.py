@@ -697,6 +697,17 @@ def bench_command(
     return 0
 
 
+def add_output_tokens(parser: argparse.ArgumentParser, of: str) -> None:
+    """--output-tokens: the output tokens of each call, out of `of` (plan and bench share it)."""
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=perf.DEFAULT_OUTPUT_TOKENS,
+        metavar="N",
+        help=f"output tokens of each call, out of {of} (default {perf.DEFAULT_OUTPUT_TOKENS})",
+    )
+
+
 def add_parser(sub: Any) -> None:
     """The `bench` subcommand's options."""
     bench = sub.add_parser(
@@ -706,13 +717,7 @@ def add_parser(sub: Any) -> None:
     bench.add_argument(
         "--want", action="append", metavar="CALLSxTOKENS", help="shape, as plan --want (e.g. 64x32k); repeatable"
     )
-    bench.add_argument(
-        "--output-tokens",
-        type=int,
-        default=perf.DEFAULT_OUTPUT_TOKENS,
-        metavar="N",
-        help=f"output tokens of each call, out of its length (default {perf.DEFAULT_OUTPUT_TOKENS})",
-    )
+    add_output_tokens(bench, "its length")
     bench.add_argument("--concurrency", metavar="C,C,...", help="levels, e.g. 64,8,1 (default: admitted, /4, 1)")
     bench.add_argument("--prompts", type=int, default=0, metavar="N", help="calls per level, if above the level")
     bench.add_argument("--tokenizer", metavar="PATH", help="the model's tokenizer directory (real engines)")

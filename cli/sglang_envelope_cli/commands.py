@@ -365,13 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     want.add_argument("--ttft-p90", metavar="DURATION", help="SLO: time to first token, p90 (e.g. 60s)")
     want.add_argument("--itl-p90", metavar="DURATION", help="SLO: inter-token latency, p90 (e.g. 80ms)")
     want.add_argument("--tokens-per-s", type=float, metavar="N", help="SLO: output tokens/s per call (at ITL p50)")
-    want.add_argument(
-        "--output-tokens",
-        type=int,
-        default=perf.DEFAULT_OUTPUT_TOKENS,
-        metavar="N",
-        help=f"output tokens of each call, out of its CALLSxTOKENS length (default {perf.DEFAULT_OUTPUT_TOKENS})",
-    )
+    bench.add_output_tokens(want, "its CALLSxTOKENS length")
     want.add_argument(
         "--from-live",
         nargs="?",
