@@ -23,7 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layers import (
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import (
     deploy_marker,
     deployed_record,
-    read_switch,
+    parse_switch,
 )
 
 BOOT, TICKS, PID = 1_700_000_000, 100, 4242
@@ -226,7 +226,8 @@ def test_release_switch_record(tmp_path: Path, raw: str | None, expected: dict[s
     """An unfinished release switch is returned as written; an unreadable record is flagged, not hidden."""
     if raw is not None:
         _write(tmp_path, "/etc/ansible/facts.d/sglang_release.fact", raw)
-    assert read_switch(str(tmp_path / "etc/ansible/facts.d/sglang_release.fact")) == expected
+    host = HostFiles(root=str(tmp_path))
+    assert parse_switch(host.read_text("/etc/ansible/facts.d/sglang_release.fact")) == expected
 
 
 @pytest.mark.parametrize(

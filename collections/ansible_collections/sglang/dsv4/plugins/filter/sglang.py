@@ -619,9 +619,9 @@ def releases_to_prune(
 
 def to_fact_json(value: Any) -> str:
     """The facts record's text as sglang_deploy_records writes it (its SHA-1 tells a write that changes nothing)."""
-    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import facts_text
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import record_text
 
-    return facts_text(_plain(value))
+    return record_text(_plain(value))
 
 
 def audit_records(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:

@@ -25,9 +25,10 @@ from typing import Any
 UNREADABLE_SWITCH = {"to": None, "from": None, "since": None, "unreadable": True}
 
 
-def facts_text(deployed: Mapping[str, Any]) -> str:
-    """The facts record as written: stable JSON (sorted keys, no time), so a rerun writes the same bytes."""
-    return json.dumps(deployed, indent=2, sort_keys=True) + "\n"
+def record_text(record: Mapping[str, Any]) -> str:
+    """A record as written: stable JSON (sorted keys; the facts record holds no time), so a rerun writes the same
+    bytes."""
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
 def now() -> str:
@@ -41,9 +42,9 @@ def marked(deployed: Mapping[str, Any], server: str, marker: Mapping[str, Any], 
     return {**deployed, server: record}
 
 
-def switch_text(to: str, previous: str | None, since: str) -> str:
-    """The release-switch record as written."""
-    return json.dumps({"in_progress": {"to": to, "from": previous, "since": since}}, indent=2, sort_keys=True) + "\n"
+def switch_record(to: str, previous: str | None, since: str) -> dict[str, Any]:
+    """The release-switch record."""
+    return {"in_progress": {"to": to, "from": previous, "since": since}}
 
 
 def parse_facts(raw: str | None) -> dict[str, Any] | None:
@@ -94,10 +95,6 @@ def read_text(path: str) -> str | None:
 
 def read_facts(path: str) -> dict[str, Any] | None:
     return parse_facts(read_text(path))
-
-
-def read_switch(path: str) -> dict[str, Any] | None:
-    return parse_switch(read_text(path))
 
 
 def is_backup(name: str, of: str) -> bool:

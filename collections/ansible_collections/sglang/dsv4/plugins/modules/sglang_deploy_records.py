@@ -169,11 +169,11 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import (
     backups_beside,
-    facts_text,
     marked,
     now,
     read_text,
-    switch_text,
+    record_text,
+    switch_record,
 )
 
 _OWNED = {k: {"type": "str", "required": True} for k in ("owner", "group", "mode")}
@@ -276,14 +276,15 @@ def main() -> None:
     since = now()
     switch = p["release_switch"]
     if switch is not None:
-        records.write(records.spec["release_fact_file"], switch_text(switch["to"], switch["from"], since))
+        record = switch_record(switch["to"], switch["from"], since)
+        records.write(records.spec["release_fact_file"], record_text(record))
     facts_sha1 = None
     if p["deployed"] is not None:
         deployed = p["deployed"]
         if p["in_progress"] is not None:
             marker = dict(p["in_progress"])
             deployed = marked(deployed, marker.pop("server"), marker, since)
-        text = facts_text(deployed)
+        text = record_text(deployed)
         records.write(records.spec["facts_file"], text)
         facts_sha1 = hashlib.sha1(text.encode("utf-8")).hexdigest()
     if p["release_switch_done"]:
