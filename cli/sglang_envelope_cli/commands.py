@@ -335,7 +335,7 @@ def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]
     first = hostvars[engines[0]]
     fl = fleet(hostvars, groups, model_config_for(first))
     policy = Policy.from_vars(policy_vars(first))
-    groups_ = all_alerts(fl, policy)
+    groups_ = all_alerts(fl, policy, fronted=bool(groups.get("sglang_frontend")))
     dump = functools.partial(yaml.safe_dump, sort_keys=False, width=1000)
     from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import (
         build,  # grafana-foundation-sdk: a controller tool, loaded only here

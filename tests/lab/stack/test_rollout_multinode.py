@@ -1,9 +1,14 @@
-"""A decode max_running_requests change under load on the multi-host lab (`make lab LAB=multinode`: 2 prefill,
-2 decode and 1 router systemd-nspawn host on one bridge, the router reaching the workers by address): the decode
-engines restart one at a time, each leaving the router first, and six closed-loop clients lose no request. Then a
-second prefill engine joins the router and the calls' TTFT falls as the time model predicts.
+"""The multi-host lab under load (`make lab LAB=multinode`: 2 prefill, 2 decode and 2 router systemd-nspawn hosts
+on one bridge, the routers in smg's mesh reaching the workers by address, behind the HAProxy front on mlab-f1):
 
-Slow (boots five hosts, two site.yml runs: about 8 minutes on 2 cores): marked `rollout` (and `lab`); `make test`
+- a decode max_running_requests change: the decode engines restart one at a time, each leaving both routers first,
+  and six closed-loop clients lose no request;
+- a router limit change through the front: the routers restart one at a time, each drained in HAProxy first, and
+  six clients of the front see no refused or reset connection and lose nothing;
+- a second prefill engine joins the routers and the calls' TTFT falls as the time model predicts;
+- a router host powered off under load: the front sends everything to the other router, and nothing is lost.
+
+Slow (boots seven hosts, three site.yml runs: about 12 minutes on 2 cores): marked `rollout` (and `lab`); `make test`
 runs it once, in its own pytest pass. It leaves the multi-host lab down.
 """
 
@@ -19,25 +24,36 @@ from typing import Any
 
 import pytest
 import yaml
-from labtools import REPO, run_playbook
+from labtools import REPO, PlaybookRun, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.rollout]
 
 INVENTORY = "inventories/multinode-lab/hosts.yml"
 ROUTER_HOST = "mlab-r1"
+FRONT_HOST = "mlab-f1"
+FRONT = "http://10.231.0.41:8080"  # the HAProxy front (roles/sglang_frontend) on mlab-f1
 LAB_KEY = "lab-test-key-not-secret"
 
 
-def decode_48(tmp_path: Path) -> Path:
+def lab_router() -> dict[str, Any]:
+    """The lab's router envelope (each of its two routers admits 48)."""
+    return dict(
+        yaml.safe_load((REPO / "inventories/multinode-lab/group_vars/sglang_router.yml").read_text())["sglang_router"]
+    )
+
+
+def decode_48(tmp_path: Path, **router: Any) -> Path:
+    """The decode engines' max_running_requests at 48 (and `router` keys changed in the routers' envelope)."""
     envelope = yaml.safe_load((REPO / "group_vars/all/envelope.yml").read_text())
     d = dict(envelope["sglang_decode"])
     change: dict[str, Any] = {
+        **({"sglang_router": {**lab_router(), **router}} if router else {}),
         "sglang_decode": {
             **d,
             "max_running_requests": 48,
             "cuda_graph_max_bs_decode": 48,
             "cuda_graph_bs_decode": [b for b in d["cuda_graph_bs_decode"] if b <= 48],
-        }
+        },
     }
     path = tmp_path / "change-decode.json"
     path.write_text(json.dumps(change))
@@ -54,29 +70,12 @@ def multinode() -> Iterator[str]:
         run_playbook("-i", INVENTORY, "playbooks/lab_down.yml").check()
 
 
-def test_decode_change_under_load_loses_nothing(multinode: str, tmp_path: Path) -> None:
-    report = tmp_path / "load.json"
-    argv = [
-        sys.executable,
-        str(REPO / "bench/rollout_load.py"),
-        "--netns",
-        ROUTER_HOST,
-        "--clients",
-        "6",
-        "--max-tokens",
-        "16",
-        "--command-timeout",
-        "900",
-        "--json",
-        str(report),
-        "--",
-        "ansible-playbook",
-        "-i",
-        multinode,
-        "site.yml",
-        "-e",
-        f"@{decode_48(tmp_path)}",
-    ]
+def under_load(netns: str, url: str, command: list[str], report: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Six closed-loop clients of `url` from the network namespace `netns` while `command` runs (bench/rollout_load.py,
+    with `extra` arguments); the report of every outcome is written to `report`."""
+    argv = [sys.executable, str(REPO / "bench/rollout_load.py"), "--netns", netns, "--url", url, "--clients", "6",
+            "--max-tokens", "16", "--command-timeout", "900", "--json", str(report), *extra,
+            "--", *command]  # fmt: skip
     env = {
         **os.environ,
         "SGLANG_API_KEY": LAB_KEY,
@@ -87,6 +86,13 @@ def test_decode_change_under_load_loses_nothing(multinode: str, tmp_path: Path) 
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
     print(done.stdout[-6000:])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    return done
+
+
+def test_decode_change_under_load_loses_nothing(multinode: str, tmp_path: Path) -> None:
+    report = tmp_path / "load.json"
+    site = ["ansible-playbook", "-i", multinode, "site.yml", "-e", f"@{decode_48(tmp_path)}"]
+    done = under_load(ROUTER_HOST, "http://127.0.0.1:8000", site, report)
     body = json.loads(report.read_text())
     # One decode engine out at a time, the other serving: every request a 200 (no 503 either). The clients ran from
     # before the command to after it; how many requests they got through is the machine's speed, printed above.
@@ -94,6 +100,21 @@ def test_decode_change_under_load_loses_nothing(multinode: str, tmp_path: Path) 
     for host in ("mlab-d1", "mlab-d2"):
         assert f"rollout window: sglang-dsv4-decode on {host} was out of the router for" in done.stdout
     assert "rollout window: sglang-dsv4-prefill" not in done.stdout
+
+
+def test_router_change_through_the_front_refuses_nothing(multinode: str, tmp_path: Path) -> None:
+    """A router limit change restarts both routers (smg cannot hand its socket over): one at a time, each drained in
+    HAProxy first, so the front's clients never meet a router that is not listening."""
+    report = tmp_path / "load.json"
+    site = ["ansible-playbook", "-i", multinode, "site.yml", "-e",
+            f"@{decode_48(tmp_path, max_concurrent_requests=40)}"]  # fmt: skip
+    done = under_load(FRONT_HOST, FRONT, site, report)
+    body = json.loads(report.read_text())
+    assert body["lost"] == 0 and set(body["histogram"]) <= {"200", "429 + Retry-After"}, body["histogram"]
+    assert "Set in the HAProxy front, drain sglang-dsv4-router] *" in done.stdout
+    for host in ("mlab-r1", "mlab-r2"):
+        assert f"changed: [{host} -> mlab-f1]" in done.stdout, f"{host} was not drained in the front"
+    assert "rollout window: sglang-dsv4-decode" not in done.stdout  # the engines kept running
 
 
 # ---------------------------------------------------------------- a second prefill engine, measured
@@ -155,3 +176,31 @@ def test_a_second_prefill_engine_lowers_ttft_as_predicted(multinode: str, tmp_pa
         assert abs(measured / predicted - 1) <= 0.15, (
             f"TTFT {name} fell {measured:.2f}x, the model said {predicted:.2f}x"
         )
+
+
+# ---------------------------------------------------------------- a router host lost (last: it stays down)
+
+
+def audit(multinode: str, tmp_path: Path, name: str) -> tuple[PlaybookRun, str]:
+    """The audit of the lab as the tests above left it (decode engines at 48, routers at 40): the run and its report's
+    text (audit.txt)."""
+    folder = tmp_path / name
+    run = run_playbook("-i", multinode, "audit.yml", "-e", f"@{decode_48(tmp_path, max_concurrent_requests=40)}",
+                       "-e", f"sglang_audit_report_dir={folder}")  # fmt: skip
+    return run, (folder / "audit.txt").read_text()
+
+
+def test_a_router_host_powered_off_under_load_loses_nothing(multinode: str, tmp_path: Path) -> None:
+    before, text = audit(multinode, tmp_path, "before")
+    before.check()
+    assert "front (HAProxy, group sglang_frontend):\n  mlab-f1: mlab-r1 in (UP, " in text and "mlab-r2 in (UP, " in text
+    report = tmp_path / "load.json"
+    power_off = ["ansible-playbook", "-i", multinode, "playbooks/lab_down.yml", "-e",
+                 json.dumps({"sglang_lab_hosts": ["mlab-r2"]})]  # fmt: skip
+    # The clients go on for 10 s after the host is gone: HAProxy's checks mark it down within 2 s.
+    under_load(FRONT_HOST, FRONT, power_off, report, "--tail", "10")
+    body = json.loads(report.read_text())
+    assert body["lost"] == 0 and set(body["histogram"]) <= {"200", "429 + Retry-After"}, body["histogram"]
+    after, text = audit(multinode, tmp_path, "after")
+    assert after.returncode != 0  # mlab-r2 is unreachable, and out of the front
+    assert "  mlab-f1: mlab-r1 in (UP, " in text and "mlab-r2 OUT (DOWN, 0 open)" in text, text

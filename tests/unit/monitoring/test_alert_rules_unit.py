@@ -1056,3 +1056,38 @@ def test_a_near_limit_alert_fires_at_the_share_of_its_declared_limit_by_hand() -
     assert [c.fires for c in queue.cases] == [True, False]
     assert [c.series[0][1].split("x")[0] for c in queue.cases] == ["141", "140"]
     assert queue.summary == "r1:router: router queue 141+ of 256"
+
+
+def test_behind_a_front_each_router_has_the_out_of_front_alert_and_promtool_agrees(tmp_path: Path) -> None:
+    hostvars = _hosts(h2={"sglang_advertise_host": "10.0.0.2"})
+    groups = {"sglang_prefill": ["h1"], "sglang_decode": ["h2"], "sglang_router": ["h1", "h2"]}
+    fl = fleet({**hostvars}, groups, DSV4)
+    assert not any(a.name == "SGLangRouterOutOfFront" for g in all_alerts(fl, Policy()).values() for a in g)
+    alerts = all_alerts(fl, Policy(front_out_for="3m"), fronted=True)
+    out = {g: [a for a in alerts[g] if a.name == "SGLangRouterOutOfFront"] for g in ("smg-h1", "smg-h2")}
+    (h1,), (h2,) = out.values()
+    assert h1.rule() == {
+        "alert": "SGLangRouterOutOfFront",
+        "expr": 'min by (server) (haproxy_server_status{job="sglang_frontend",server="h1",state="UP"}) == 0',
+        "for": "3m",
+        "labels": {"severity": "warning", "guards": "sglang_frontend", "server": "h1:router"},
+        "annotations": {
+            "summary": "h1:router: out of the HAProxy front for 3m",
+            "description": "A front (group sglang_frontend) has not sent new connections to the router h1:router for "
+            "3m: its /readiness fails, or it was drained or put in maintenance and not put back. The other routers "
+            "serve its share, and the fleet admits max_concurrent_requests=64 fewer calls at once",
+        },
+    }
+    assert 'server="h2"' in h2.expr and h2.server == "h2:router"
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    (tmp_path / RULES_FILE).write_text(yaml.safe_dump(rule_file(out), sort_keys=False, width=1000))
+    tests = promtool_tests(out, RULES_FILE)
+    assert [t["name"] for t in tests["tests"]] == [
+        "SGLangRouterOutOfFront h1:router fires", "SGLangRouterOutOfFront h1:router silent",
+        "SGLangRouterOutOfFront h2:router fires", "SGLangRouterOutOfFront h2:router silent",
+    ]  # fmt: skip
+    (tmp_path / RULES_TEST_FILE).write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
+    done = subprocess.run(
+        [promtool, "test", "rules", RULES_TEST_FILE], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import advertised as address
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     POLICY_PREFIX,
     EngineTarget,
@@ -21,7 +22,6 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_monitoring import (
     Scrape,
-    address,
     exporter_servers,
     prometheus_config,
 )
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[3]
 FRACTIONS = ("kv_usage_warning", "kv_usage_critical", "running_warning", "admission_warning", "queue_warning")
 KNOWN = (
     "kv_usage_warning, kv_usage_critical, running_warning, admission_warning, queue_warning, for_short, for_long, "
-    "rate_window, ttft_p99_slo_s, availability_slo, drift_period_s"
+    "rate_window, ttft_p99_slo_s, availability_slo, drift_period_s, front_out_for"
 )
 
 
@@ -252,6 +252,19 @@ def test_prometheus_config_takes_the_scrape_settings() -> None:
     assert config["rule_files"] == ["a.yml", "b.yml"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.9.9.9:9093"]
     assert config["scrape_configs"][2]["static_configs"] == [{"targets": ["h2:9200"], "labels": {"host": "h2"}}]
+    assert len(config["scrape_configs"]) == 3  # no front: no HAProxy job
+
+
+def test_a_front_adds_haproxy_s_metrics_of_each_front_host() -> None:
+    s = Scrape(fronts={"f2": "10.0.0.12:8404", "f1": "10.0.0.11:8404"})
+    assert prometheus_config(FLEET, HOSTVARS, ["h2"], s)["scrape_configs"][3] == {
+        "job_name": "sglang_frontend",
+        "metrics_path": "/metrics",
+        "static_configs": [
+            {"targets": ["10.0.0.11:8404"], "labels": {"host": "f1"}},
+            {"targets": ["10.0.0.12:8404"], "labels": {"host": "f2"}},
+        ],
+    }
 
 
 PLACES = {

@@ -25,6 +25,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "times": {"type": "dict"},
     "time_tolerance": {"type": "float", "default": 0.5},
     "time_min_requests": {"type": "int", "default": 20},
+    "fronts": {"type": "dict"},
 }
 
 
@@ -38,7 +39,7 @@ def report(args: Mapping[str, Any]) -> dict[str, Any]:
     fleet = Fleet(dict(declared["hostvars"]), dict(declared["groups"])) if declared else None
     times = p["times"] or {}
     built = build(p["records"], p["fail_on_drift"], fleet, p["model_config"], times.get("predicted") or [],
-                  times.get("measured"), p["time_tolerance"], p["time_min_requests"])  # fmt: skip
+                  times.get("measured"), p["time_tolerance"], p["time_min_requests"], p["fronts"])  # fmt: skip
     try:
         files = write(built, p["directory"])
     except OSError as exc:

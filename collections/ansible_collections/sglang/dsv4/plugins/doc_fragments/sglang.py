@@ -32,3 +32,17 @@ options:
     type: float
     default: 0.5
 """
+
+    # The options of the modules that talk to the HAProxy front (sglang_frontend_server, sglang_frontend_info);
+    # their argument spec is plugins/module_utils/sglang_haproxy.py FRONT_ARGS.
+    FRONT = r"""
+options:
+  socket:
+    description: HAProxy's admin socket (roles/sglang_frontend, C(sglang_defaults_frontend.socket)).
+    type: path
+    default: /run/haproxy/admin.sock
+  backend:
+    description: The backend that lists the routers (C(sglang_defaults_frontend.backend)).
+    type: str
+    required: true
+"""

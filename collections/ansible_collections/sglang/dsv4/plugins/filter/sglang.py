@@ -79,6 +79,29 @@ def workers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str,
     return _plain(_declared.workers({h: hostvars[h] for h in hosts}, names))
 
 
+def advertised(host: str, hostvars: Mapping[str, Any]) -> str:
+    """The address other hosts reach `host` at (sglang_declared.advertised)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
+    return _declared.advertised(host, hostvars[host])
+
+
+def routers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every router: host, local_url, and the address and port the front reaches it at (sglang_declared.routers)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
+    names = {_declared.GROUPS["router"]: list(groups.get(_declared.GROUPS["router"], []))}
+    return _plain(_declared.routers({h: hostvars[h] for h in names[_declared.GROUPS["router"]]}, names))
+
+
+def router_mesh(hostvars: Mapping[str, Any], groups: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The smg mesh keys of router `host` ({} for a single router; sglang_declared.router_mesh)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
+
+    names = {_declared.GROUPS["router"]: list(groups.get(_declared.GROUPS["router"], []))}
+    return _plain(_declared.router_mesh({h: hostvars[h] for h in names[_declared.GROUPS["router"]]}, names, host))
+
+
 def local_url(listen: Any, port: Any) -> str:
     """The URL a process on the same host reaches a server bound to `listen` and `port` at (module_utils)."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
@@ -496,12 +519,18 @@ def audit_server(
     model_text: Any,
     releases_dir: str,
     keep_releases: Any,
+    mesh: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One server of this host as the audit sees it, its envelope and layout worked out once: `record`, what the report
-    judges it against (sglang_drift.judge: the declared envelope, the files the deploy writes, the router's expected
-    `workers`, the model's inputs from `model_text`), and `read`, what sglang_servers_info reads on the host."""
+    judges it against (sglang_drift.judge: the declared envelope with a router's smg `mesh` keys, the files the deploy
+    writes, the router's expected `workers`, the model's inputs from `model_text`), and `read`, what
+    sglang_servers_info reads on the host."""
     engine = role != "router"
-    declared = engine_envelope(hostvars, role, api_key) if engine else router_envelope(hostvars, api_key)
+    declared = (
+        engine_envelope(hostvars, role, api_key)
+        if engine
+        else {**router_envelope(hostvars, api_key), **_plain(mesh or {})}
+    )
     layout = server_layout(role, declared, places)
     return {
         "record": {
@@ -678,7 +707,6 @@ def monitoring(
         k: v for k, v in json.loads(json.dumps(_plain(settings))).items() if k.startswith(_alerts.POLICY_PREFIX)
     }
     policy = _alerts.Policy.from_vars(_alerts.policy_vars(prefixed))
-    groups_ = _alerts.all_alerts(fl, policy)
     scrape = _monitoring.Scrape(
         **{
             k: prefixed[f"sglang_monitoring_{k}"]
@@ -686,6 +714,7 @@ def monitoring(
             if f"sglang_monitoring_{k}" in prefixed
         }
     )
+    groups_ = _alerts.all_alerts(fl, policy, fronted=bool(scrape.fronts))
     engine_hosts = sorted({e.host for e in fl.engines})
     # grafana-foundation-sdk, on the controller only: imported where used
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_dashboard as dashboard
@@ -715,6 +744,9 @@ class FilterModule:
             "sglang_environ": environ,
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,
+            "sglang_routers": routers,
+            "sglang_advertised": advertised,
+            "sglang_router_mesh": router_mesh,
             "sglang_local_url": local_url,
             "sglang_model_inputs": model_inputs,
             "sglang_model_config": model_config,

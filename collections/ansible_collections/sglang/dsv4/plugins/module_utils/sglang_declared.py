@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .sglang_argspec import default_of
 from .sglang_schema import ENGINE_ROLES, EnvelopeError, normalize
 
 GROUPS = {"prefill": "sglang_prefill", "decode": "sglang_decode", "router": "sglang_router"}
@@ -108,7 +109,7 @@ def local_url(listen: Any, port: Any) -> str:
 
 def engine_url(host: str, hostvars: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
     """How the router and the audit reach an engine: sglang_advertise_host, else the inventory host name."""
-    return http_url(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host, envelope["port"])
+    return http_url(advertised(host, hostvars), envelope["port"])
 
 
 def workers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -147,3 +148,47 @@ def router_argv_workers(worker_map: Mapping[str, list[dict[str, Any]]]) -> list[
     for w in worker_map["decode"]:
         argv += ["--decode", w["url"]]
     return argv
+
+
+def advertised(host: str, hostvars: Mapping[str, Any]) -> str:
+    """The address other hosts reach this one at: sglang_advertise_host, else ansible_host, else the name."""
+    return str(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host)
+
+
+def routers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """Every router of the inventory: its host, the URL a process on that host reaches it at (`local_url`), and the
+    address and port other hosts reach it at (the front's servers)."""
+    found = []
+    for host in groups.get(GROUPS["router"], []):
+        env = router_envelope(all_hostvars[host])
+        port = env.get("port") or default_of("router", "port")
+        found.append(
+            {
+                "host": host,
+                "local_url": local_url(env.get("host"), port),
+                "address": advertised(host, all_hostvars[host]),
+                "port": int(port),
+            }
+        )
+    return found
+
+
+def router_mesh(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str) -> dict:
+    """The smg mesh flags of router `host` as envelope keys: none for a single router; with several, each names
+    itself, advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is the declared
+    `sglang_router.mesh_port`, else smg's default."""
+    names = list(groups.get(GROUPS["router"], []))
+    if len(names) < 2 or host not in names:
+        return {}
+
+    def port(name: str) -> int:
+        return int(router_envelope(all_hostvars[name]).get("mesh_port") or default_of("router", "mesh_port"))
+
+    peers = [f"{advertised(n, all_hostvars[n])}:{port(n)}" for n in names if n != host]
+    return {
+        "enable_mesh": True,
+        "mesh_server_name": host,
+        "mesh_advertise_host": advertised(host, all_hostvars[host]),
+        "mesh_port": port(host),
+        "mesh_peer_urls": peers,
+    }

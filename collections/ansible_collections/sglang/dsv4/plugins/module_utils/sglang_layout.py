@@ -44,6 +44,7 @@ LISTENER_KEYS = {
     "decode": (("host", "port"),),
     "router": (("host", "port"), ("prometheus_host", "prometheus_port")),
 }
+MESH_KEYS = (("mesh_host", "mesh_port"),)  # a router in smg's mesh (several routers) listens for its peers too
 
 
 def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -57,7 +58,8 @@ def listeners(role: str, envelope: Mapping[str, Any]) -> list[tuple[str, int]]:
     def address(key: str) -> str:
         return "*" if str(value(key) or "") in WILDCARDS else str(value(key))
 
-    return [(address(host), int(value(port))) for host, port in LISTENER_KEYS[role]]
+    keys = LISTENER_KEYS[role] + (MESH_KEYS if role == "router" and envelope.get("enable_mesh") else ())
+    return [(address(host), int(value(port))) for host, port in keys]
 
 
 def server_layout(role: str, envelope: Mapping[str, Any], places: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .sglang_layout import LISTENER_KEYS, unit_value
+from .sglang_layout import LISTENER_KEYS, MESH_KEYS, unit_value
 
 # Directives of the unit's [Service] section that say when and how systemd runs the process, not what it may do:
 # the transient unit gets everything else.
@@ -204,7 +204,7 @@ def judge(
     role, unit, user = server["role"], server["unit"], server["user"]
     var = f"sglang_{role}"
     problems: list[str] = []
-    keys = LISTENER_KEYS[role]
+    keys = LISTENER_KEYS[role] + (MESH_KEYS if role == "router" else ())  # a router's third: its mesh port
     for n, row in enumerate(answer["listeners"]):
         host_key, key = (f"{var}.{k}" for k in keys[n])
         where = f"{row['host']}:{row['port']}"

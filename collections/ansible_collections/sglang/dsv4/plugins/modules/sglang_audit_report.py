@@ -77,6 +77,13 @@ options:
     description: Finished requests a measured figure needs before it is judged against the model.
     type: int
     default: 20
+  fronts:
+    description:
+      - Per host of the HAProxy front (group C(sglang_frontend)) what M(sglang.dsv4.sglang_frontend_info) read there
+        (C(servers)), or its failed or unreachable result. Each declared router is judged C(in) (up), C(out)
+        (down, drained or in maintenance), C(missing) (not listed), and a listed server that is no router
+        C(undeclared); anything but C(in), or a front not read, fails the audit with O(fail_on_drift).
+    type: dict
 seealso:
   - module: sglang.dsv4.sglang_live_info
   - module: sglang.dsv4.sglang_layers_info
@@ -122,8 +129,11 @@ summary:
     error:
       description: Servers with errors (401, malformed answers, failed reads).
       type: int
+    front_out:
+      description: Routers not in a front (out, missing or undeclared there) plus fronts not read.
+      type: int
     failed:
-      description: Unreachable servers, errors, or drift when O(fail_on_drift).
+      description: Unreachable servers, errors, or drift or routers out of a front when O(fail_on_drift).
       type: bool
 fleet:
   description:

@@ -37,6 +37,7 @@ from .sglang_fleet import Engine, Memory, answer, ranks_of
 ENGINE_JOB = "sglang_engine"
 ROUTER_JOB = "sglang_router"
 DRIFT_JOB = "sglang_drift"  # node_exporter's textfile collector on each engine host
+FRONT_JOB = "sglang_frontend"  # HAProxy's Prometheus exporter on each front host (roles/sglang_frontend)
 DRIFT_METRIC = "sglang_envelope_drift"
 DRIFT_RUN_METRIC = "sglang_envelope_audit_timestamp_seconds"
 # The generation routes of smg whose answers count for availability (health probes and metrics do not).
@@ -70,6 +71,7 @@ class Policy:
     ttft_p99_slo_s: float | None = None
     availability_slo: float | None = None
     drift_period_s: int = 60
+    front_out_for: str = "10m"  # a router out of the HAProxy front longer than a rolling router change takes
 
     @classmethod
     def from_vars(cls, values: Mapping[str, Any] | None) -> Policy:
@@ -671,13 +673,30 @@ def drift_alerts(policy: Policy, engine_servers: Sequence[str]) -> list[Alert]:
     return [drift, stale]
 
 
-def all_alerts(fl: Fleet, policy: Policy) -> dict[str, list[Alert]]:
-    """Alert groups: one per engine and router, and the drift group."""
+def front_alert(r: RouterTarget, policy: Policy) -> Alert:
+    """A router that no HAProxy front sends new connections to (down, drained or in maintenance there) for longer
+    than a rolling router change takes. HAProxy names the router's server after its inventory host."""
+    s, hold = r.server, policy.front_out_for
+    up = f'haproxy_server_status{{job="{FRONT_JOB}",server="{r.host}",state="UP"}}'
+    return Alert(
+        "SGLangRouterOutOfFront", "warning", s, f"min by (server) ({up}) == 0", hold,
+        f"{s}: out of the HAProxy front for {hold}",
+        "sglang_frontend",
+        f"A front (group sglang_frontend) has not sent new connections to the router {s} for {hold}: its /readiness "
+        "fails, or it was drained or put in maintenance and not put back. The other routers serve its share, and the "
+        f"fleet admits max_concurrent_requests={r.declared.get('max_concurrent_requests')} fewer calls at once",
+        _gauge_cases([up], [0], [1], hold),
+    )  # fmt: skip
+
+
+def all_alerts(fl: Fleet, policy: Policy, fronted: bool = False) -> dict[str, list[Alert]]:
+    """Alert groups: one per engine and router (with its place in the HAProxy front when `fronted`), and the drift
+    group."""
     out: dict[str, list[Alert]] = {}
     for e in fl.engines:
         out[f"sglang-{e.host}-{e.role}"] = engine_alerts(e, policy)
     for r in fl.routers:
-        out[f"smg-{r.host}"] = router_alerts(r, policy)
+        out[f"smg-{r.host}"] = router_alerts(r, policy) + ([front_alert(r, policy)] if fronted else [])
     out["sglang-envelope-drift"] = drift_alerts(policy, [e.server for e in fl.engines])
     return out
 

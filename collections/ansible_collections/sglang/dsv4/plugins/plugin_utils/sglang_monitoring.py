@@ -5,13 +5,13 @@ host's drift-exporter config. The rules and the dashboard come from sglang_alert
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import model_inputs
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import advertised, model_inputs
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import server_layout
 
-from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, ROUTER_JOB, Fleet
+from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, FRONT_JOB, ROUTER_JOB, Fleet
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,8 @@ class Scrape:
     node_exporter_port: int = 9100
     alertmanager: str = "127.0.0.1:9093"
     rule_files: tuple[str, ...] = ("/etc/prometheus/sglang_rules.yml",)
-
-
-def address(host: str, hostvars: Mapping[str, Any]) -> str:
-    """How other hosts reach `host`: sglang_advertise_host, else ansible_host, else the inventory name (as the
-    router reaches the engines, sglang_declared.engine_url)."""
-    return str(hostvars.get("sglang_advertise_host") or hostvars.get("ansible_host") or host)
+    # HAProxy's metrics on each front host (roles/sglang_frontend): host -> address:port; none without a front.
+    fronts: Mapping[str, str] = field(default_factory=dict)
 
 
 def prometheus_config(
@@ -40,15 +36,16 @@ def prometheus_config(
     ]
     routers = [
         {
-            "targets": [f"{address(r.host, all_hostvars[r.host])}:{r.declared.get('prometheus_port', 29000)}"],
+            "targets": [f"{advertised(r.host, all_hostvars[r.host])}:{r.declared.get('prometheus_port', 29000)}"],
             "labels": {"server": r.server, "role": "router"},
         }
         for r in fl.routers
     ]
     nodes = [
-        {"targets": [f"{address(h, all_hostvars[h])}:{s.node_exporter_port}"], "labels": {"host": h}}
+        {"targets": [f"{advertised(h, all_hostvars[h])}:{s.node_exporter_port}"], "labels": {"host": h}}
         for h in engine_hosts
     ]
+    fronts = [{"targets": [target], "labels": {"host": h}} for h, target in sorted(s.fronts.items())]
     return {
         "global": {"scrape_interval": s.scrape_interval, "evaluation_interval": s.evaluation_interval},
         "rule_files": list(s.rule_files),
@@ -64,7 +61,8 @@ def prometheus_config(
                     {"source_labels": ["__name__"], "regex": "sglang_envelope_.*", "action": "keep"}
                 ],
             },
-        ],
+        ]
+        + ([{"job_name": FRONT_JOB, "metrics_path": "/metrics", "static_configs": fronts}] if fronts else []),
     }
 
 

@@ -25,6 +25,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import
     request_lengths,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import LAYERS, judge
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import front_rows
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import (
     HISTOGRAMS,
     METRICS_SOURCE,
@@ -270,13 +271,20 @@ class Report:
     fleet: dict[str, Any]
     fail_on_drift: bool = True
     risks: list[dict[str, Any]] = field(default_factory=list)
+    # Per front host (group sglang_frontend): {rows: sglang_haproxy.front_rows} or {error: why it was not read}.
+    fronts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def summary(self) -> dict[str, Any]:
         counts = {s: sum(1 for x in self.servers if x.status == s) for s in ("ok", "drift", "unreachable", "error")}
         drift_items = sum(1 for s in self.servers for d in s.drift if d.get("severity") == "drift")
-        failed = bool(counts["unreachable"] or counts["error"] or (self.fail_on_drift and counts["drift"]))
-        return {"servers": len(self.servers), **counts, "drift_items": drift_items, "failed": failed}
+        # A router out of a front, missing there or unknown to the inventory, and a front that was not read.
+        front_out = sum(1 if "error" in f else sum(r["state"] != "in" for r in f["rows"]) for f in self.fronts.values())
+        failed = bool(
+            counts["unreachable"] or counts["error"] or (self.fail_on_drift and (counts["drift"] or front_out))
+        )
+        fronts = {"front_out": front_out} if self.fronts else {}
+        return {"servers": len(self.servers), **counts, "drift_items": drift_items, **fronts, "failed": failed}
 
     def as_dict(self) -> dict[str, Any]:
         servers = []
@@ -284,7 +292,8 @@ class Report:
             entry = asdict(s)
             entry["capacity"] = {k: v for k, v in s.capacity.items() if not k.startswith("_")}
             servers.append(entry)
-        return {"summary": self.summary, "fleet": self.fleet, "servers": servers, "risks": self.risks}
+        fronts = {"fronts": self.fronts} if self.fronts else {}
+        return {"summary": self.summary, "fleet": self.fleet, "servers": servers, "risks": self.risks, **fronts}
 
 
 def live_state(servers: Sequence[Server], declared: Fleet | None) -> FleetState:
@@ -323,13 +332,16 @@ def build(
     measured_time: Mapping[str, Any] | None = None,
     time_tolerance: float = 0.5,
     time_min_requests: int = 20,
+    fronts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report of the read `records`. `predicted_time`: the time model's predictions for the declared fleet
     (plugin_utils.sglang_perf_fleet, made on the controller), each {shape, ttft_p50, ttft_p90, itl_p50, itl_p90,
     binding} as text, or {shape, unavailable} where the model could not run. `measured_time`: the fleet's measured
     latency (sglang_latency.measure) with `at_load`, the model's prediction at the measured load
     (sglang_perf_fleet.audit_predictions); a measured TTFT or ITL p50 off the prediction by more than
-    `time_tolerance`, over at least `time_min_requests` requests, is a risk (measured_time_off_model)."""
+    `time_tolerance`, over at least `time_min_requests` requests, is a risk (measured_time_off_model). `fronts`: per
+    front host its read (sglang_frontend_info: `servers`, or `failed`/`unreachable` with `msg`), judged against the
+    declared routers."""
     order = {"prefill": 0, "decode": 1, "router": 2}
     servers = sorted((server_from_record(r) for r in records), key=lambda s: (order.get(s.role, 9), s.host))
     router_cap = router_admission([s.live for s in servers if s.role == "router" and s.live])
@@ -344,7 +356,35 @@ def build(
         fleet["measured_time"] = dict(measured_time)
         at_load = measured_time.get("at_load") or {}
         findings += measured_time_risks(measured_time, at_load, time_tolerance, time_min_requests)
-    return Report(servers, fleet, fail_on_drift, [f.as_dict() for f in findings])
+    routers = list((declared.groups if declared else {}).get("sglang_router", []))
+    return Report(servers, fleet, fail_on_drift, [f.as_dict() for f in findings], front_state(fronts or {}, routers))
+
+
+def front_state(fronts: Mapping[str, Mapping[str, Any]], routers: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each front host's routers (sglang_haproxy.front_rows), or why the front was not read."""
+    out: dict[str, dict[str, Any]] = {}
+    for host, read in sorted(fronts.items()):
+        if read.get("unreachable") or read.get("failed") or "servers" not in read:
+            out[host] = {"error": str(read.get("msg") or "not read")}
+        else:
+            out[host] = {"rows": front_rows(list(routers), list(read["servers"]))}
+    return out
+
+
+def front_lines(fronts: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per front host: each router in or out of it, with HAProxy's status and open sessions."""
+    lines = []
+    for host, front in fronts.items():
+        if "error" in front:
+            lines.append(f"{host}: not read ({front['error']})")
+            continue
+        routers = [
+            f"{r['router']} {r['state'].upper() if r['state'] != 'in' else 'in'}"
+            + (f" ({r['status']}, {r['sessions']} open)" if r["status"] is not None else "")
+            for r in front["rows"]
+        ]
+        lines.append(f"{host}: " + ", ".join(routers))
+    return lines
 
 
 # ---------------------------------------------------------------- rendering
@@ -548,10 +588,14 @@ def render_text(report: Report) -> str:
     out += [f"  {line}" for line in fleet_lines(report.fleet)]
     out.append(f"risks (from the live values): {len(report.risks) or 'none found'}")
     out += [f"  {line}" for line in render_risks(report.risks)]
+    if report.fronts:
+        out.append("front (HAProxy, group sglang_frontend):")
+        out += [f"  {line}" for line in front_lines(report.fronts)]
     s = report.summary
     out.append(
         f"summary: {s['servers']} servers, {s['ok']} ok, {s['drift']} drifting ({s['drift_items']} items), "
         f"{s['unreachable']} unreachable, {s['error']} with errors"
+        + (f", {s['front_out']} router(s) out of a front" if report.fronts else "")
     )
     out.append("legend: * drift, ~ information, - unset, n/a not reported")
     return "\n".join(out) + "\n"
@@ -578,6 +622,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         "",
         *([f"    {line}" for line in render_risks(report.risks)] or ["None found."]),
         "",
+        *(["## Front", "", *[f"- {_md(line)}" for line in front_lines(report.fronts)], ""] if report.fronts else []),
     ]
     for server in report.servers:
         out += [f"## {_heading(server)}", ""]
