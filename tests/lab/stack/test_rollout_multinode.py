@@ -4,7 +4,8 @@ on one bridge, the routers in smg's mesh reaching the workers by address, behind
 - a decode max_running_requests change: the decode engines restart one at a time, each leaving both routers first,
   and six closed-loop clients lose no request;
 - a router limit change through the front: the routers restart one at a time, each drained in HAProxy first, and
-  six clients of the front see no refused or reset connection and lose nothing;
+  six clients of the front see no refused or reset connection and lose nothing; a change of the front itself
+  reloads HAProxy in place and refuses nothing either;
 - a second prefill engine joins the routers and the calls' TTFT falls as the time model predicts;
 - a router host powered off under load: the front sends everything to the other router, and nothing is lost.
 
@@ -115,6 +116,20 @@ def test_router_change_through_the_front_refuses_nothing(multinode: str, tmp_pat
     for host in ("mlab-r1", "mlab-r2"):
         assert f"changed: [{host} -> mlab-f1]" in done.stdout, f"{host} was not drained in the front"
     assert "rollout window: sglang-dsv4-decode" not in done.stdout  # the engines kept running
+
+
+def test_a_front_change_reloads_haproxy_in_place_and_refuses_nothing(multinode: str, tmp_path: Path) -> None:
+    """A setting of the front changed (HAProxy's retries): its configuration is rewritten, checked by haproxy -c, and
+    HAProxy reloads in place (its master hands the listening socket to the new workers), under the front's clients."""
+    report = tmp_path / "load.json"
+    site = ["ansible-playbook", "-i", multinode, "site.yml", "-e",
+            f"@{decode_48(tmp_path, max_concurrent_requests=40)}", "-e", "sglang_frontend_retries=2"]  # fmt: skip
+    done = under_load(FRONT_HOST, FRONT, site, report)
+    body = json.loads(report.read_text())
+    assert body["lost"] == 0 and set(body["histogram"]) <= {"200", "429 + Retry-After"}, body["histogram"]
+    assert "RUNNING HANDLER [sglang.dsv4.sglang_frontend : Reload HAProxy] *" in done.stdout
+    assert "changed: [mlab-f1]" in done.stdout.split("Reload HAProxy", 1)[1]
+    assert "rollout window:" not in done.stdout  # no server restarted
 
 
 # ---------------------------------------------------------------- a second prefill engine, measured
