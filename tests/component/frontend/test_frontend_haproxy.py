@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,12 +36,13 @@ def free_port() -> int:
 
 @dataclass
 class Router:
-    """A stand-in router: /readiness 200, POST /generate answers after `delay` s naming itself; `close` makes it hang
-    up on the next call without an answer."""
+    """A stand-in router: /readiness 200, POST /generate answers after `delay` s naming itself (and, with `hold`, once
+    the test sets it); `close` makes it hang up on the next call without an answer."""
 
     name: str
     delay: float = 0.3
     close: bool = False
+    hold: threading.Event | None = None
     calls: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -72,6 +73,8 @@ class Router:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 router.calls.append(self.path)
+                if router.hold is not None:
+                    router.hold.wait(60)
                 time.sleep(router.delay)
                 self.answer(json.dumps({"router": router.name}).encode())
 
@@ -200,19 +203,31 @@ def test_the_rendered_configuration_lists_every_router_checked_on_readiness(fron
     assert answers == {(200, "r1"): 4, (200, "r2"): 4}, answers  # leastconn over two idle routers
 
 
+def poll(what: str, done: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not {what} after {timeout:.0f} s"
+        time.sleep(0.05)
+
+
 def test_drain_waits_for_the_open_request_and_sends_the_rest_elsewhere_then_ready_waits_until_up(front: Front) -> None:
-    front.routers["r1"].delay = 2.0
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import server_stat
+
+    r1 = front.routers["r1"]
+    r1.hold = threading.Event()  # r1 keeps its request open until the test lets it go
     with ThreadPoolExecutor(4) as pool:
-        slow = [pool.submit(call, front.url) for _ in range(2)]  # one on each router
-        time.sleep(0.5)
-        started = time.monotonic()
-        drained = frontend_server(front.sock, "r1", "drain")
-        waited = time.monotonic() - started
-        assert all(f.done() for f in slow), "the drain returned while r1 still had its request open"
+        calls = [pool.submit(call, front.url) for _ in range(2)]  # one on each router (leastconn)
+        poll("one open session on r1", lambda: server_stat(str(front.sock), "sglang_routers", "r1").sessions == 1)
+        drain = pool.submit(frontend_server, front.sock, "r1", "drain")
+        poll("r1 drained", lambda: stat_of(front.sock)["r1"] == "DRAIN")
+        time.sleep(1.0)
+        assert not drain.done(), "the drain returned while r1 still had its request open"
+        r1.hold.set()
+        drained = drain.result(timeout=60)
+        answers = sorted(f.result(timeout=30) for f in calls)
     assert drained["changed"] and drained["before"] == {"status": "UP", "sessions": 1}
     assert drained["after"] == {"status": "DRAIN", "sessions": 0}
-    assert waited >= 1.0  # r1's call had about 1.5 s left
-    assert sorted(f.result() for f in slow) == [(200, "r1"), (200, "r2")]
+    assert answers == [(200, "r1"), (200, "r2")]
     assert {call(front.url) for _ in range(4)} == {(200, "r2")}  # nothing new goes to a drained router
     again = frontend_server(front.sock, "r1", "drain")
     assert not again["changed"]

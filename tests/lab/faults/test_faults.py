@@ -164,7 +164,7 @@ def test_router_fails_its_readiness_gate(pinned: tuple[str, ...], outcome: Outco
 def _interrupt(phase: str) -> Callable[[str], bool]:
     return {
         "files written": after(r"Render the systemd unit", "decode"),
-        "left the router": after(r"Take out of the router \(smg drains it\) sglang-dsv4-decode", "decode"),
+        "left the router": after(r"Take out of every router \(smg drains it\) sglang-dsv4-decode", "decode"),
         "restart issued": after(r"Restart sglang-dsv4-decode\]", "decode"),
         # The gate's first answer: a retry while the new process starts, or its first pass (on a loaded machine
         # the process may be up by then); either way the engine is still out of the router.
@@ -187,7 +187,7 @@ def check_interrupted(run: Run, phase: str, outcome: Outcome, tmp_path: Path) ->
     # The SIGKILL comes 2 s after the SIGINT: a run stopped after its files were written may have begun the
     # drain meanwhile (its task header is in the output). The engine is then out of the router or not, as the
     # kill found it; before that header it must still be routed.
-    drain_began = re.search(r"Take out of the router \(smg drains it\) sglang-dsv4-decode", run.output) is not None
+    drain_began = re.search(r"Take out of every router \(smg drains it\) sglang-dsv4-decode", run.output) is not None
     if phase in ("left the router", "restart issued", "gate waiting"):
         assert [d["declared"] for d in unrouted] == ["http://127.0.0.1:30001"], drift(report, "router")
         outcome.serving += ", decode out of the router"
