@@ -136,7 +136,12 @@ def test_clean_audit_passes_in_check_mode_and_prints_the_table(deployed: AuditLa
     assert "risks (from the live values):" in run.output
     ids = {r["id"] for r in report["risks"]}
     assert {"router_admits_beyond_full_context", "single_decode_engine"} <= ids, ids
-    assert all(r["numbers"] and r["fixes"] and all(f["valid"] for f in r["fixes"]) for r in report["risks"])
+    # Every risk of the envelope comes with numbers and fixes that pass the validation. The measured time off the
+    # model (a loaded machine slows the lab's simulated engines) is a warning to recalibrate: numbers, no fix.
+    for risk in report["risks"]:
+        fixable = risk["id"] != "measured_time_off_model"
+        assert risk["numbers"] and bool(risk["fixes"]) == fixable, risk
+        assert all(f["valid"] for f in risk["fixes"]), risk
     assert run.recap()[deployed.host]["changed"] == 0
 
 

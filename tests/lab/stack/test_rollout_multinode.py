@@ -9,8 +9,8 @@ on one bridge, the routers in smg's mesh reaching the workers by address, behind
 - a second prefill engine joins the routers and the calls' TTFT falls as the time model predicts;
 - a router host powered off under load: the front sends everything to the other router, and nothing is lost.
 
-Slow (boots seven hosts, three site.yml runs: about 12 minutes on 2 cores): marked `rollout` (and `lab`); `make test`
-runs it once, in its own pytest pass. It leaves the multi-host lab down.
+Slow (boots seven hosts, four site.yml runs and two audits: about 7.5 minutes on 2 cores): marked `rollout` (and
+`lab`); `make test` runs it once, in its own pytest pass. It leaves the multi-host lab down.
 """
 
 from __future__ import annotations
