@@ -296,7 +296,10 @@ test-stress: venv parser-venv apt ## The fault and rollout suites beside CPU hog
 
 # $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, then the rollout tests the -k expression
 # selects there. A narrowed run (TEST_DIRS, PYTEST_ARGS) may leave either with no test: pytest's exit 5 passes.
-shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
+# FAULT_SHARES deals the fault cases 7 to 5: shard 2 is followed by the multi-host rollout (about 9 minutes), shard 1
+# by the single-host one (about 4), and a fault case takes about 2.5 minutes.
+FAULT_SHARES ?= 7,5
+shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_FAULT_SHARES=$(FAULT_SHARES) SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
 	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) $(FAULT_DIRS); $(none_is_fine),true) \
 	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) \
 	  $(ROLLOUT_DIRS) $(3); $(none_is_fine),true); }

@@ -13,17 +13,34 @@ import pytest
 from faulttools import OUTCOMES, Outcome, facts, playbook
 
 
+def dealt(cases: int, shares: list[int]) -> list[int]:
+    """The shard (0-based) of each of `cases` cases in order: each case goes to the shard furthest below its share,
+    the first of those on a tie, so shares 1,1 alternate and 7,5 give the first shard 7 cases of 12."""
+    taken = [0] * len(shares)
+    shards = []
+    for _ in range(cases):
+        shard = min(range(len(shares)), key=lambda i: (taken[i] / shares[i], i))
+        taken[shard] += 1
+        shards.append(shard)
+    return shards
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """SGLANG_FAULT_SHARD=i/n keeps every n-th fault case from the i-th: `make test` runs the suite as two shards,
-    each on a lab of its own (SGLANG_LAB_INVENTORY), beside each other."""
+    """SGLANG_FAULT_SHARD=i/n keeps the i-th of n shards of the fault cases: `make test` runs the suite as two shards,
+    each on a lab of its own (SGLANG_LAB_INVENTORY), beside each other. The cases are dealt in turn, or by
+    SGLANG_FAULT_SHARES=w1,...,wn (one weight per shard) where one shard has other work after it."""
     shard = os.environ.get("SGLANG_FAULT_SHARD", "")
     if not shard:
         return
     index, count = (int(part) for part in shard.split("/"))
     if not 1 <= index <= count:
         raise pytest.UsageError(f"SGLANG_FAULT_SHARD={shard}: expected i/n with 1 <= i <= n")
+    weights = os.environ.get("SGLANG_FAULT_SHARES", "")
+    shares = [int(part) for part in weights.split(",")] if weights else [1] * count
+    if len(shares) != count or min(shares) < 1:
+        raise pytest.UsageError(f"SGLANG_FAULT_SHARES={weights}: expected {count} positive weights, one per shard")
     faults = [item for item in items if item.get_closest_marker("faults")]
-    left_out = [item for n, item in enumerate(faults) if n % count != index - 1]
+    left_out = [item for item, at in zip(faults, dealt(len(faults), shares), strict=True) if at != index - 1]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
