@@ -90,7 +90,14 @@ def from_argv(role: str, argv: Sequence[str]) -> dict[str, Any]:
             i += 1
         if not values:
             raise EnvelopeError(f"flag {flag} has no value in the command line")
-        out[key.name] = REDACTED if key.secret else key.type.parse(values)
+        try:
+            out[key.name] = REDACTED if key.secret else key.type.parse(values)
+        except ValueError as exc:  # a script edited on the host: name the flag, not the int() that refused it
+            shown = " ".join(values)
+            raise EnvelopeError(
+                f"flag {flag} has the value {shown!r}, not a valid {key.type.name}: the server refuses it at start; "
+                "site.yml writes the declared value back"
+            ) from exc
     return out
 
 
