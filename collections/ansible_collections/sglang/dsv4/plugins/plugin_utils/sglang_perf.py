@@ -29,6 +29,8 @@ VERSION_NOTE = (
     "step data measured with SGLang {data}; this fleet runs SGLang 0.5.23, whose kernels may differ (not corrected)"
 )
 OUR_MODEL = "our model"
+# the closed loop's steady decode batch is found to within this many calls
+CONVERGED = 1e-6
 
 # AIConfigurator model ids by (models/<name>, quantization); database mode HYBRID everywhere (V4-Flash's MXFP4 experts
 # are extrapolated on H200, everything else is measured).
@@ -421,7 +423,7 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         demand = rate if rate is not None else admitted / (pass_ms + xfer + osl * step)
         throughput = min(demand, cap_prefill, cap_transfer, cap_decode)
         new_batch = min(float(per_engine_max), max(group, throughput * osl * step / fleet.decode_engines))
-        if abs(new_batch - batch) < 1e-6:
+        if abs(new_batch - batch) < CONVERGED:
             break
         batch = (batch + new_batch) / 2
     step = terms.interpolate_batch(step50, batch)
@@ -433,7 +435,9 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         batch90 = min(float(per_engine_max), math.ceil(batch + 1.2816 * math.sqrt(batch)))
     else:
         overlap = math.ceil(osl * step * fleet.prefill_engines / pass_ms - 1e-9) if pass_ms > 0 else per_engine_max
-        batch90 = min(float(per_engine_max), max(math.ceil(batch - 1e-9), math.ceil(group * max(1, overlap) - 1e-9)))
+        # the steady batch is known to CONVERGED: a batch within it of a whole number is that number
+        whole = math.ceil(batch - CONVERGED)
+        batch90 = min(float(per_engine_max), max(whole, math.ceil(group * max(1, overlap) - 1e-9)))
     growth = step90 / terms.interpolate_batch(step50, per_engine_max)
     itl90 = terms.interpolate_batch(step50, batch90) * growth
     itl90_aic = terms.interpolate_batch(step50_aic, batch90) * growth
