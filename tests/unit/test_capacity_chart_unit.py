@@ -48,7 +48,7 @@ def _texts(svg: str) -> list[tuple[str, str, str]]:
     return [(a["x"], a["y"], text) for tag, a, text in _elements(svg) if tag == "text"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def chart() -> str:
     return render_svg(ROWS, 4096, MAX_RUNNING, ROUTER_CAP)
 

@@ -31,7 +31,7 @@ COMMITTED = REPO / "sim" / "sglang_sim" / "step_tables" / table_name(MODEL, 4)
 DSV4 = load_model("deepseek-v4-flash")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def steps() -> TableSteps:
     return TableSteps.load(COMMITTED)
 
@@ -181,7 +181,7 @@ def test_a_linear_source_is_answered_exactly_off_the_grid() -> None:
 # ---------------------------------------------------------------- the step-time functions predict() uses
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fleet(steps: TableSteps) -> perf.FleetShape:
     return perf.fleet_shape(DSV4, MODEL, tp=4, bf16_index_k=True, transfer_backend="mooncake")
 

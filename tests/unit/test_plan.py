@@ -26,7 +26,7 @@ from shipped import shipped_inventory
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def production() -> tuple[Fleet, dict]:
     hostvars, groups = shipped_inventory("production")
     fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)

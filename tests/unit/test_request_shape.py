@@ -17,7 +17,7 @@ ENVELOPE = {"context_length": 131072, "tp_size": 4, "page_size": 256, "max_runni
 ROUTER: dict[str, Any] = {"max_payload_size": 536870912, "max_concurrent_requests": 64, "queue_size": 256}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def limits() -> Any:
     return resolve_engine(CONFIG, ENVELOPE, 141.0, params_b=284, quantization="mxfp4")
 

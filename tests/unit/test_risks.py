@@ -93,7 +93,7 @@ def test_over_provisioned_cuda_graphs_are_information() -> None:
     assert [(f.id, f.severity) for f in found] == [("cuda_graph_batch_sizes", "info")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def production() -> tuple[Fleet, dict[str, Any]]:
     hostvars, groups = shipped_inventory("production")
     fleet = fleet_from_inventory(hostvars, groups)

@@ -22,8 +22,16 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import ENGINE_JOB
 from audit_helpers import FIXTURES, fixture_body
 
-DECODE = parse_latency(fixture_body("metrics_sim_decode.txt"))
-PREFILL = parse_latency(fixture_body("metrics_sim_prefill.txt"))
+
+def decode() -> dict[str, Any]:
+    """The simulator's decode /metrics page, parsed in the test that reads it."""
+    return parse_latency(fixture_body("metrics_sim_decode.txt"))
+
+
+def prefill() -> dict[str, Any]:
+    return parse_latency(fixture_body("metrics_sim_prefill.txt"))
+
+
 ANSWER = fixture_body("prometheus_latency.json")
 
 # decode TTFT, summed over is_streaming: 4 <= 0.1 s, 13 <= 0.2, 23 <= 0.4, 24 <= 0.6; sum 5.193352692996996 s
@@ -35,9 +43,9 @@ ITL_P90 = 0.010 + 0.005 * (669.6 - 209) / 526
 
 
 def test_the_decode_engines_page_gives_hand_computed_figures() -> None:
-    assert DECODE["ttft"]["buckets"][:4] == [[0.1, 4.0], [0.2, 13.0], [0.4, 23.0], [0.6, 24.0]]
-    assert (DECODE["requests"], DECODE["prompt_tokens"], DECODE["generation_tokens"]) == (24.0, 37000.0, 768.0)
-    found = engine_summary(DECODE, running=3)
+    assert decode()["ttft"]["buckets"][:4] == [[0.1, 4.0], [0.2, 13.0], [0.4, 23.0], [0.6, 24.0]]
+    assert (decode()["requests"], decode()["prompt_tokens"], decode()["generation_tokens"]) == (24.0, 37000.0, 768.0)
+    found = engine_summary(decode(), running=3)
     assert found == {
         "requests": 24,
         "prompt_tokens_per_request": pytest.approx(37000 / 24),
@@ -54,7 +62,7 @@ def test_the_decode_engines_page_gives_hand_computed_figures() -> None:
 
 
 def test_the_prefill_engine_generates_one_token_and_times_its_prefill() -> None:
-    found = engine_summary(PREFILL)
+    found = engine_summary(prefill())
     assert (found["requests"], found["generation_tokens_per_request"], found["itl"]["count"]) == (24, 1.0, 0)
     # 5 <= 0.1 s, 15 <= 0.2, 23 <= 0.4: rank 12 in (0.1, 0.2], 5 below, 10 inside
     assert found["ttft"]["p50_s"] == pytest.approx(0.1 + 0.1 * 7 / 10)
@@ -65,7 +73,7 @@ def test_the_prefill_engine_generates_one_token_and_times_its_prefill() -> None:
 def test_our_quantiles_are_prometheus_own_on_the_same_requests() -> None:
     """Prometheus computed histogram_quantile over the window that holds all 24 requests: the same quantiles."""
     windowed = from_prometheus(ANSWER)["decode"]
-    mine = engine_summary(DECODE)
+    mine = engine_summary(decode())
     for figure in ("ttft", "itl", "e2e"):
         for stat in ("p50_s", "p90_s"):
             assert windowed[figure][stat] == pytest.approx(mine[figure][stat], rel=1e-12), (figure, stat)
@@ -121,8 +129,8 @@ def test_histograms_add_bucket_by_bucket() -> None:
 
 def engines(running: float = 2) -> list[dict[str, Any]]:
     return [
-        {"host": "lab1", "role": "prefill", "latency": PREFILL, "running": 0},
-        {"host": "lab1", "role": "decode", "latency": DECODE, "running": running},
+        {"host": "lab1", "role": "prefill", "latency": prefill(), "running": 0},
+        {"host": "lab1", "role": "decode", "latency": decode(), "running": running},
     ]
 
 
@@ -164,12 +172,12 @@ def test_no_finished_request_is_no_load() -> None:
 
 
 def test_summary_lines() -> None:
-    assert summary_lines(engine_summary(DECODE, running=2)) == [
+    assert summary_lines(engine_summary(decode(), running=2)) == [
         "24 requests finished; 1,542 prompt + 32 generated tokens per request; 2 running",
         "TTFT (24 requests) mean 216.4 ms, p50 188.9 ms, p90 372.0 ms; ITL (744 tokens) mean 10.1 ms, p50 11.5 ms, "
         "p90 14.4 ms; E2E (24 requests) mean 529.4 ms, p50 520.0 ms, p90 680.0 ms",
     ]
-    without_itl = {k: v for k, v in DECODE.items() if k != "itl"}
+    without_itl = {k: v for k, v in decode().items() if k != "itl"}
     assert summary_lines(engine_summary(without_itl))[1].endswith(
         "; ITL not published (sglang:inter_token_latency_seconds)"
     )

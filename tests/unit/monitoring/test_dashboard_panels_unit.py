@@ -66,7 +66,7 @@ def _targets(panel: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(t["refId"], t["expr"], t["legendFormat"]) for t in panel["targets"]]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def board() -> dict[str, Any]:
     return build(FLEET, SLO)
 

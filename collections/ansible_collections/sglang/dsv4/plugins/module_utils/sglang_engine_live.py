@@ -422,9 +422,7 @@ def read_engine(
         else:
             result.warnings.append(describe(host, base_url, item))
     set_status(result, list(got.values()))
-    if not got["server_info"].ok:
-        if result.status == "ok":
-            result.status = "error"
+    if not got["server_info"].ok:  # an error line already: set_status made the read unreachable or an error
         return result
     text = got.get("metrics")
     result.engine = normalize_engine(

@@ -632,7 +632,7 @@ def router_extra_ports(hostvars: Mapping[str, Any]) -> dict[str, int]:
     parsed, _refused = parse_router_extra_args(list(hostvars.get("sglang_router_extra_args") or []))
     ports: dict[str, int] = {}
     for flag, values, _written in parsed:
-        if flag.dest.endswith("_port") and flag.dest not in ("port", "prometheus_port") and values:
+        if flag.dest.endswith("_port") and flag.dest != "prometheus_port" and values:
             try:
                 ports[flag.options[0]] = int(values[0])
             except ValueError:
