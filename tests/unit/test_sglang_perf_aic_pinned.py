@@ -88,7 +88,7 @@ def test_the_defaults_are_the_repositorys_venv_and_cache() -> None:
         900,
         0,
     )
-    assert (SCRIPT.name, SCRIPT.parent) == ("aic_steps.py", Path(sglang_perf_aic.__file__).resolve().parent)
+    assert (SCRIPT.name, SCRIPT.resolve().parent) == ("aic_steps.py", Path(sglang_perf_aic.__file__).resolve().parent)
 
 
 def test_ready_is_the_installed_marker(tmp_path: Path) -> None:
