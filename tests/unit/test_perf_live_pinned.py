@@ -238,8 +238,9 @@ P = PrefillQuery("m", 4, 4, 2000, 0, 1)
 D = DecodeQuery("n", 8, 8, 5000, 2)
 
 
-@pytest.mark.parametrize("shape", [Plain(), Batched()])
-def test_shaped_answers_scale_the_shape_to_the_measured_points(shape: Plain) -> None:
+@pytest.mark.parametrize("kind", [Plain, Batched])
+def test_shaped_answers_scale_the_shape_to_the_measured_points(kind: type[Plain]) -> None:
+    shape = kind()  # a fresh recorder each run
     steps = LiveSteps(FIGURES, shape)
     # measured: 1,000 tokens in 500 ms where the shape says 10 (x 50); a step of 31.25 ms at batch 4 where it says 8
     assert steps.both([P], [D]) == ([live(20.0 * 50)], [live(4.0 * 31.25 / 8)])
