@@ -13,7 +13,8 @@ Two kill rates, both over every evaluated mutant (equivalents included):
 - with mypy: (killed + mypy) / evaluated.
 
 A listed equivalent is matched by its function and its diff (the lines it removes and adds), not by mutmut's
-number, which shifts when a function changes. An entry that matches no survivor is stale and fails the run.
+number, which shifts when a function changes. An entry that matches no survivor, once every mutant of its function
+is evaluated, is stale and fails the run.
 
 `--forget-unkilled` clears the results of the survivors and untested mutants, so that the next `mutmut run`
 evaluates them again with the tests as they are now (make mutation-recheck).
@@ -216,7 +217,10 @@ def main() -> int:
                 gaps.append((mutant, change))
             counts["mypy"] += mutant.name in refused
         counts[kind] += 1
-    stale = [e for i, e in enumerate(listed) if i not in used]
+    # an unmatched entry is stale once every mutant of its function is evaluated; until then it waits for them
+    unchecked = {m.function for m in found if KIND[m.status] == "not checked"}
+    stale = [e for i, e in enumerate(listed) if i not in used and e["function"] not in unchecked]
+    waiting = sum(1 for i, e in enumerate(listed) if i not in used and e["function"] in unchecked)
     dirty = git("status", "--porcelain", "--", *(str(path) for path in TREE_SOURCES.values()))
     lines = [
         "# Mutation summary",
@@ -224,7 +228,8 @@ def main() -> int:
         "Written by `make mutation` (bench/mutation_report.py); docs/mutation.md explains the columns.",
         "",
         f"- Commit: `{git('rev-parse', '--short', 'HEAD')}`" + (" (with uncommitted changes)" if dirty else ""),
-        f"- Mutants: {len(found)}; judged by: `tests/unit`; equivalent entries used: {len(used)} of {len(listed)}",
+        f"- Mutants: {len(found)}; judged by: `tests/unit`; equivalent entries used: {len(used)} of {len(listed)}"
+        + (f" ({waiting} wait for their function's mutants to be evaluated)" if waiting else ""),
         "",
         *table(by_module),
         "",

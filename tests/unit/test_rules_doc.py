@@ -25,3 +25,10 @@ def test_every_near_limit_alert_is_documented_with_its_share() -> None:
     for row in NEAR_LIMITS.values():
         assert f"| `{row.alert}` | {row.severity} | `{row.guards}` |" in doc, row.alert
         assert f"`sglang_monitoring_{row.share}`" in doc, row.share
+
+
+def test_a_pipe_in_a_rule_text_is_escaped_so_the_table_keeps_its_columns() -> None:
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import _cell
+
+    assert _cell("ctx | chunk") == "ctx \\| chunk"
+    assert _cell("no pipe") == "no pipe"

@@ -66,3 +66,15 @@ def test_without_a_front_the_report_says_nothing_of_one() -> None:
     built = report({})
     assert built.fronts == {} and "front" not in render_text(built)
     assert "front_out" not in built.summary and "fronts" not in built.as_dict()
+
+
+def test_a_front_that_could_not_be_read_is_said_and_the_next_front_still_listed() -> None:
+    fronts = {
+        "f1": {"error": "no such file /run/haproxy/admin.sock"},
+        "f2": {"rows": [{"router": "r1", "state": "in", "status": "UP", "sessions": 2},
+                        {"router": "r2", "state": "drain", "status": None, "sessions": 0}]},
+    }  # fmt: skip
+    assert front_lines(fronts) == [
+        "f1: not read (no such file /run/haproxy/admin.sock)",
+        "f2: r1 in (UP, 2 open), r2 DRAIN",
+    ]

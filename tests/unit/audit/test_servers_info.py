@@ -85,3 +85,24 @@ def test_the_prometheus_query_rides_along_in_the_shape_of_uri(decode_host: HostF
     assert got["servers"][0]["live"]["status"] == "ok"
     without = run_module(servers_info, {"servers": [decode_read()]}, FixtureTransport(ENGINE), decode_host)
     assert without["prometheus"] is None
+
+
+def test_the_unit_and_the_releases_are_read_as_the_options_name_them(decode_host: HostFiles, tmp_path: Path) -> None:
+    # The unit file moved to another folder under another name; five complete releases, r1 the oldest, none linked.
+    unit = next((tmp_path / "etc/systemd/system").glob("*.service"))
+    moved = tmp_path / "srv/units/dsv4-decode-b.service"
+    moved.parent.mkdir(parents=True)
+    unit.rename(moved)
+    base = tmp_path / "srv/releases"
+    for age, name in enumerate(["r1", "r2", "r3", "r4", "r5"]):
+        (base / name).mkdir(parents=True)
+        (base / name / "manifest.json").write_text("{}")
+        os.utime(base / name, (1_700_000_000 + age, 1_700_000_000 + age))
+    server = decode_read(unit="dsv4-decode-b", unit_dir="/srv/units", releases_dir="/srv/releases", keep_releases=1)
+    got = run_module(servers_info, {"servers": [server], "name": "lab1"}, FixtureTransport(ENGINE, require_key=SECRET),
+                     decode_host)  # fmt: skip
+    layers = got["servers"][0]["layers"]
+    assert layers["unit"]["name"] == "dsv4-decode-b"
+    assert (layers["files"]["unit"]["path"], layers["files"]["unit"]["exists"]) == ("/srv/units/dsv4-decode-b.service",
+                                                                                     True)  # fmt: skip
+    assert layers["releases"] == [f"/srv/releases/r{n}" for n in (1, 2, 3, 4)]  # all but the newest one kept

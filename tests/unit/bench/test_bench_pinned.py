@@ -493,3 +493,13 @@ def test_the_chart_plots_small_measurements_and_levels_of_equal_concurrency() ->
     assert '<text x="646" y="54">ITL p50 measured</text>' in svg
     # 0.5 .. 0.75 ms widened to 0.33 .. 1.125 ms: one grid line, at 1 ms
     assert svg.count('stroke="#eee"') == 1 and '<text x="74" y="77.9" text-anchor="end">1</text>' in svg
+
+
+def test_two_levels_span_the_whole_axis() -> None:
+    # two levels: the x axis runs from the first (at the left edge, x 80) to the second (at the right edge, x 600)
+    none = ("errors", 0.0, 0.0, None, None)
+    svg = bench.render_svg("t", [point(4, none), point(16, none)])
+    labels = [line for line in svg.split("\n") if line.endswith('text-anchor="middle">4</text>')
+              or line.endswith('text-anchor="middle">16</text>')]  # fmt: skip
+    assert labels == ['<text x="80.0" y="406" text-anchor="middle">4</text>',
+                      '<text x="600.0" y="406" text-anchor="middle">16</text>']  # fmt: skip

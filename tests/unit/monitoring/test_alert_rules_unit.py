@@ -1079,6 +1079,10 @@ def test_behind_a_front_each_router_has_the_out_of_front_alert_and_promtool_agre
         },
     }
     assert 'server="h2"' in h2.expr and h2.server == "h2:router"
+    # HAProxy's status gauge is 0 or 1 per state: the router out of UP for the hold and 2 minutes more, then in UP
+    up = 'haproxy_server_status{job="sglang_frontend",server="h1",state="UP"}'
+    assert [(c.series, c.eval_time, c.fires) for c in h1.cases] == [([(up, "0x5")], "5m", True),
+                                                                      ([(up, "1x5")], "5m", False)]  # fmt: skip
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     (tmp_path / RULES_FILE).write_text(yaml.safe_dump(rule_file(out), sort_keys=False, width=1000))
     tests = promtool_tests(out, RULES_FILE)

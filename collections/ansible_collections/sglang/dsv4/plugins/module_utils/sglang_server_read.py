@@ -28,9 +28,9 @@ def read_files(p: Mapping[str, Any], host: HostFiles, name: str) -> dict[str, An
         p["env_file"],
         p.get("facts_file") or None,
         host,
-        unit_dir=p.get("unit_dir") or "/etc/systemd/system",
+        unit_dir=p["unit_dir"],  # both modules default it, and keep_releases
         releases_dir=p.get("releases_dir"),
-        keep_releases=p.get("keep_releases", 3),
+        keep_releases=p["keep_releases"],
         release_fact_file=p.get("release_fact_file"),
     )
     if p.get("checksums"):
