@@ -173,22 +173,21 @@ def routers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, 
     return found
 
 
-def router_mesh(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str) -> dict:
+def router_mesh(
+    all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str
+) -> dict[str, Any]:
     """The smg mesh flags of router `host` as envelope keys: none for a single router; with several, each names
-    itself, advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is the declared
-    `sglang_router.mesh_port`, else smg's default."""
+    itself, advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is smg's
+    default: the router envelope declares no mesh key (the schema refuses them), the mesh is derived."""
     names = list(groups.get(GROUPS["router"], []))
     if len(names) < 2 or host not in names:
         return {}
-
-    def port(name: str) -> int:
-        return int(router_envelope(all_hostvars[name]).get("mesh_port") or default_of("router", "mesh_port"))
-
-    peers = [f"{advertised(n, all_hostvars[n])}:{port(n)}" for n in names if n != host]
+    port = int(default_of("router", "mesh_port"))
+    peers = [f"{advertised(n, all_hostvars[n])}:{port}" for n in names if n != host]
     return {
         "enable_mesh": True,
         "mesh_server_name": host,
         "mesh_advertise_host": advertised(host, all_hostvars[host]),
-        "mesh_port": port(host),
+        "mesh_port": port,
         "mesh_peer_urls": peers,
     }
