@@ -18,7 +18,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fle
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import PlanError, Shape
 from shipped import shipped_inventory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = cli.REPO  # the checkout the CLI names (under make mutation, its copy)
 PROD = "inventories/production"
 
 # --- load_inventory: the command it runs ---------------------------------------------------------------------------
