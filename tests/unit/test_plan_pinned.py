@@ -386,3 +386,51 @@ def test_a_decode_only_change_to_a_shared_key_leaves_the_prefill_engines_as_they
     for role, slots in (("prefill", 64), ("decode", 101)):
         found = {engine_envelope(role, changed.hostvars[h])["max_running_requests"] for h in changed.hosts(role)}
         assert found == {slots}, role
+
+
+def test_the_fp8_index_key_option_turns_the_bf16_keys_off_on_every_engine_host() -> None:
+    # multinode: the prefill and the decode engines run on hosts of their own, each reading sglang_engine_common
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _variant
+
+    fleet, config = multinode()
+    option = _variant(fleet, config, Shape(1, CALL), fp8=True, fraction=None, extra=0)
+    assert option.fleet is not None
+    seen = {(role, host): engine_envelope(role, option.fleet.hostvars[host])["bf16_index_k"]
+            for role in ("prefill", "decode") for host in option.fleet.hosts(role)}  # fmt: skip
+    assert len(seen) == 5 and set(seen.values()) == {False}
+    assert option.changes == [("sglang_engine_common.bf16_index_k", True, False)]
+    assert option.title == "fp8 index keys"
+    assert option.caveats == ["fp8 index keys lose long-context recall (needles beyond about 2,000 tokens are missed)"]
+
+
+def test_a_memory_fraction_option_says_what_it_leaves_outside_the_pool() -> None:
+    # 141 GiB per H200; a static pool of 0.8 of it leaves 141 * 0.2 = 28.2 GiB per GPU
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _variant
+
+    fleet, config = multinode()
+    option = _variant(fleet, config, Shape(1, CALL), fp8=False, fraction=0.8, extra=0)
+    assert option.title == "decode mem_fraction_static 0.8 (SGLang's own choice on this GPU)"
+    assert option.caveats == [
+        "leaves 28.2 GiB per GPU outside the static pool for activations and cuda graphs (SGLang's own default reserve)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tp_size", "fraction"),
+    [
+        # SGLang's memory hook below 60 GiB: reserved = 512 + 1.5 x activation tokens + tp / 8 x 1024 MiB, the
+        # activation tokens a decode engine's max_running_requests (3,000); 40 GiB is 40,960 MiB
+        (8, 0.853),  # 512 + 4,500 + 1,024 = 6,036 -> 34,924 / 40,960 = 0.8526
+        (None, 0.875),  # tp_size unset counts as 1: 512 + 4,500 + 128 = 5,140 -> 35,820 / 40,960 = 0.8745
+    ],
+)
+def test_the_safe_fraction_is_sglangs_default_for_the_decode_engine(tp_size: int | None, fraction: float) -> None:
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _safe_fraction
+
+    fleet, _config = multinode()
+    hv = fleet.hostvars[fleet.hosts("decode")[0]]
+    hv["sglang_gpu_memory_gib"] = 40
+    hv["sglang_decode"] = {**(hv.get("sglang_decode") or {}), "max_running_requests": 3000}
+    common = {k: v for k, v in hv["sglang_engine_common"].items() if k != "tp_size"}
+    hv["sglang_engine_common"] = common if tp_size is None else {**common, "tp_size": tp_size}
+    assert _safe_fraction(fleet) == fraction
