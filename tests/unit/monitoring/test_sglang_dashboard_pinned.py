@@ -11,35 +11,20 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_dashboard
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
-    EngineTarget,
     Fleet,
     Policy,
     RouterTarget,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import DashboardError, build, validate
+from test_dashboard_panels_unit import BARE, DECODE, PREFILL, QUEUE_ONLY
+from test_dashboard_panels_unit import ROUTER as BOTH
 
 DS = {"type": "prometheus", "uid": "sglang-prometheus"}
 
-# A prefill engine with a predicted pool and a context length; a decode engine whose predicted
-# max_running_requests (48) overrides the declared 64; a decode engine that declares and predicts nothing.
-PREFILL = EngineTarget(
-    "p1",
-    "prefill",
-    "http://p1:30000",
-    {"context_length": 65536, "max_running_requests": 99},
-    {"max_total_tokens": 1234567},
-)
-DECODE = EngineTarget(
-    "d1",
-    "decode",
-    "http://d1:30001",
-    {"context_length": 131072, "max_running_requests": 64},
-    {"max_total_tokens": 2000000, "max_running_requests": 48},
-)
-BARE = EngineTarget("d2", "decode", "http://d2:30001", {}, {})
-# Routers: both limits, queue_size only, max_concurrent_requests only.
-BOTH = RouterTarget("r1", {"max_concurrent_requests": 128, "queue_size": 256}, 3)
-QUEUE_ONLY = RouterTarget("r2", {"queue_size": 512}, 3)
+# The panels test's synthetic engines and routers: a prefill engine with a predicted pool and a context length; a
+# decode engine whose predicted max_running_requests (48) overrides the declared 64; a decode engine that declares
+# and predicts nothing; routers with both limits (BOTH) and with queue_size only. Added here: max_concurrent_requests
+# only.
 CAP_ONLY = RouterTarget("r3", {"max_concurrent_requests": 32}, 3)
 
 
