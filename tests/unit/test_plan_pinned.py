@@ -170,6 +170,89 @@ def test_admitting_more_calls_splits_them_over_the_routers() -> None:
     assert first.refused == []  # the changed fleet passes validation
 
 
+def test_calls_that_do_not_split_evenly_over_the_routers_are_admitted_by_rounding_each_share_up() -> None:
+    """303 calls behind two routers capped at 50 and 40: each router's share is ceil(303 / 2) = 152, so the routers
+    admit 304 together. Validation holds their sum to the decode fleet's running slots, so the three decode engines go
+    to ceil(304 / 3) = 102 each (306), not ceil(303 / 3) = 101 (303, below the routers' 304), and no host is added."""
+    fleet = two_routers(50, 40)
+    _fleet, config = multinode()
+    first = answers(fleet, config, 303)[0]
+    assert first.title == "admit more calls"
+    assert first.added_hosts == []
+    assert first.changes == [
+        ("sglang_decode.max_running_requests", 64, 102),
+        ("sglang_router.max_concurrent_requests", 50, 152),
+        ("sglang_router.max_concurrent_requests", 40, 152),
+    ]
+    assert first.after is not None
+    assert (first.after.parallel, first.after.decode_running, first.after.router_cap) == (304, 306, 304)
+    assert first.refused == []
+
+
+ADMIT_300 = ("sglang_decode.max_running_requests", 64, 100)  # 300 calls over 3 decode engines
+
+
+@pytest.mark.parametrize(
+    ("caps", "routers"),
+    [
+        ((1, 1), [("sglang_router.max_concurrent_requests", 1, 150)]),  # a cap of 1 is a bound like any other
+        # no bound (0, or no cap): validation refuses it, and the option gives each router its share
+        ((0, 0), [("sglang_router.max_concurrent_requests", 0, 150)]),
+        ((None, None), [("sglang_router.max_concurrent_requests", None, 150)]),
+        ((150, 150), []),  # each router already admits its share: only the engines rise
+    ],
+    ids=["caps-of-1", "caps-of-0", "no-caps", "caps-at-the-share"],
+)
+def test_each_router_gets_its_share_where_it_has_no_bound_or_a_lower_one(
+    caps: tuple[int | None, int | None], routers: list[tuple[str, int | None, int]]
+) -> None:
+    """300 calls behind two routers: a share of 150 each, and 100 running requests on each decode engine. An edit
+    that every router shares is listed once."""
+    fleet = two_routers(*caps)
+    _fleet, config = multinode()
+    first = answers(fleet, config, 300)[0]
+    assert (first.title, first.changes, first.refused) == ("admit more calls", [ADMIT_300, *routers], [])
+    assert first.after is not None
+    assert (first.after.parallel, first.after.decode_running, first.after.router_cap) == (300, 300, 300)
+
+
+@pytest.mark.parametrize(
+    ("calls", "caps", "running", "parallel"),
+    [
+        (303, (152, 152), 102, 304),  # the routers admit 304 together: ceil(304 / 3) = 102, not ceil(303 / 3) = 101
+        (300, (160, 160), 107, 320),  # 320 together: ceil(320 / 3) = 107 (321), not 100 (300)
+    ],
+    ids=["caps-at-the-share-of-an-odd-count", "caps-above-the-share"],
+)
+def test_routers_that_admit_their_share_already_keep_their_caps_and_the_engines_run_what_they_admit(
+    calls: int, caps: tuple[int, int], running: int, parallel: int
+) -> None:
+    """Validation holds the routers' caps together to the decode fleet's running slots, so the engines rise to what
+    the routers admit together when that is more than the calls."""
+    fleet = two_routers(*caps)
+    _fleet, config = multinode()
+    first = answers(fleet, config, calls)[0]
+    changes = [("sglang_decode.max_running_requests", 64, running)]
+    assert (first.title, first.changes, first.refused) == ("admit more calls", changes, [])
+    assert first.after is not None
+    assert (first.after.parallel, first.after.decode_running, first.after.router_cap) == (
+        parallel,
+        3 * running,
+        sum(caps),
+    )
+
+
+def test_a_fleet_without_a_router_admits_calls_with_its_decode_slots_alone() -> None:
+    """No router host (clients reach the engines through something else): 301 calls raise the decode slots to
+    ceil(301 / 3) = 101, and nothing admits fewer."""
+    fleet, config = multinode()
+    fleet.groups["sglang_router"] = []
+    first = answers(fleet, config, 301)[0]
+    assert (first.title, first.changes) == ("admit more calls", [("sglang_decode.max_running_requests", 64, 101)])
+    assert first.after is not None
+    assert (first.after.parallel, first.after.decode_running, first.after.router_cap) == (303, 303, None)
+
+
 # ---------------------------------------------------------------- the boundary of "fits"
 
 
@@ -434,3 +517,21 @@ def test_the_safe_fraction_is_sglangs_default_for_the_decode_engine(tp_size: int
     common = {k: v for k, v in hv["sglang_engine_common"].items() if k != "tp_size"}
     hv["sglang_engine_common"] = common if tp_size is None else {**common, "tp_size": tp_size}
     assert _safe_fraction(fleet) == fraction
+
+
+def test_a_lab_reached_at_loopback_advertises_its_inventory_name_once_it_has_company() -> None:
+    """The lab's host is reached at 127.0.0.1 (ansible_host) and advertises 127.0.0.1: a host added to it must reach
+    it elsewhere, so the option advertises the inventory name in sglang_advertise_host, which comes before ansible_host
+    when peers pick an address; without it the loopback ansible_host would still be advertised."""
+    hostvars, groups = shipped_inventory("lab")
+    hostvars = {h: dict(v) for h, v in hostvars.items()}
+    host = next(iter(hostvars))
+    common = dict(hostvars[host]["sglang_engine_common"], host="127.0.0.1")  # as Ansible renders the lab's template
+    hostvars[host].update(ansible_host="127.0.0.1", sglang_engine_common=common)
+    fleet = Fleet(hostvars, groups)
+    config = model_config_for(hostvars[host])
+    first = plan(fleet, config, Shape(2 * fleet_fit(fleet, config, 200_000).parallel, 200_000)).options[0]
+    assert first.added_hosts == [f"{host}-decode2 (a copy of {host}'s decode engine, 1 of 1)"]
+    assert (f"{host}: sglang_advertise_host", "127.0.0.1", f"{host} (an address the new hosts reach)") in first.changes
+    assert first.fleet is not None and first.fleet.hostvars[host]["sglang_advertise_host"] == host
+    assert first.refused == []

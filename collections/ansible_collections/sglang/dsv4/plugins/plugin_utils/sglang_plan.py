@@ -258,21 +258,25 @@ def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
 
 
 def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls: int) -> None:
-    """Raise decode max_running_requests and the router cap so that `calls` are admitted, where they are lower."""
-    engines = len(fleet.hosts("decode"))
-    need = math.ceil(calls / engines)
-    declared = [engine_envelope("decode", fleet.hostvars[h]).get("max_running_requests") for h in fleet.hosts("decode")]
+    """Raise decode max_running_requests and the router caps so that `calls` are admitted, where they are lower.
+
+    Each router admits its own cap (smg's mesh shares no count), and validation holds the caps' sum to the decode
+    fleet's running slots. Where a router admits without bound (no cap, or 0: validation refuses both) or below its
+    share of the calls, every router gets that share, rounded up. The decode engines then run the calls, and at least
+    what the routers admit together."""
+    routers = fleet.hosts("router")
+    share = math.ceil(calls / len(routers)) if routers else 0
+    caps = [router_envelope(fleet.hostvars[h]).get("max_concurrent_requests") for h in routers]
+    raise_caps = any(c is None or int(c) < share for c in caps)
+    together = share * len(routers) if raise_caps else sum(int(c) for c in caps if c is not None)
+    admitted = max(calls, together)  # validation: the engines run what the routers admit together
+    engines = fleet.hosts("decode")
+    need = math.ceil(admitted / len(engines))
+    declared = [engine_envelope("decode", fleet.hostvars[h]).get("max_running_requests") for h in engines]
     if any(d is not None and int(d) < need for d in declared):
         _set(fleet, option, "decode", "max_running_requests", need)
-    running = fleet_fit(fleet, model_config, None).decode_running
-    routers = fleet.hosts("router")
-    # Each router admits its own cap (smg's mesh shares no count): the calls and the decode fleet split over them.
-    share = max(1, min(math.ceil(calls / len(routers)), running // len(routers))) if routers else 0
-    for host in routers:
-        cap = router_envelope(fleet.hostvars[host]).get("max_concurrent_requests")
-        if cap is not None and 0 < int(cap) < math.ceil(calls / len(routers)):
-            _set(fleet, option, "router", "max_concurrent_requests", share)
-            break
+    if raise_caps:
+        _set(fleet, option, "router", "max_concurrent_requests", share)
 
 
 def _safe_fraction(fleet: Fleet) -> float:
@@ -280,7 +284,7 @@ def _safe_fraction(fleet: Fleet) -> float:
     host = fleet.hosts("decode")[0]
     hv = fleet.hostvars[host]
     env = engine_envelope("decode", hv)
-    activation = activation_tokens("decode", env.get("max_running_requests"), env.get("chunked_prefill_size"))
+    activation = activation_tokens("decode", env.get("max_running_requests"), None)  # a decode engine: its batch
     return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
 
 
