@@ -385,6 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_parser(sub)
     args = parser.parse_args(argv)
     _TIME["on"] = not args.no_time
+    try:
+        return _run(args)
+    finally:
+        _TIME["on"] = True  # --no-time holds for this command only
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "plan":
         try:
             slo = parse_slo(args.ttft_p90, args.itl_p90, args.tokens_per_s)

@@ -6,17 +6,18 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# (method, path, headers, body) -> (status, body)
-Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, bytes]]
+# (method, path as sent, headers, body) -> (status, body), or (status, body, headers to add to the answer)
+Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, bytes] | tuple[int, bytes, Mapping[str, str]]]
 
 
 @contextmanager
 def http_server(handle: Handler, tls: ssl.SSLContext | None = None) -> Iterator[str]:
-    """An HTTP server on a free loopback port answering with `handle`; yields its base URL.
+    """An HTTP server on a free loopback port answering GET, POST, PUT, PATCH and DELETE with `handle`; yields its
+    base URL. An answer is JSON unless the handler's headers name another Content-Type.
 
     With `tls` (a server-side context holding a certificate) it speaks HTTPS and the URL is https://."""
 
@@ -26,14 +27,16 @@ def http_server(handle: Handler, tls: ssl.SSLContext | None = None) -> Iterator[
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            status, payload = handle(self.command, self.path, dict(self.headers.items()), body)
+            path = self.requestline.split()[1]  # as sent: http.server folds a leading "//" in self.path
+            status, payload, *added = handle(self.command, path, dict(self.headers.items()), body)
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            for name, value in {"Content-Type": "application/json", **(added[0] if added else {})}.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = do_POST = _answer
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
         def log_message(self, *args: object) -> None:
             return None

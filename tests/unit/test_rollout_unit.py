@@ -13,13 +13,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
-from loopback import closed_port, silent_port
+from loopback import closed_port, http_server, silent_port
 
 KEY = "sk-router-unit"
 PREFILL = "http://10.0.0.1:30000"
@@ -69,41 +68,14 @@ class Peer:
 
 @contextmanager
 def serve(peer: Peer) -> Iterator[str]:
-    """`peer` on a free loopback port (GET, POST and DELETE); yields its base URL."""
+    """`peer` on a free loopback port; yields its base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def handle(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        status, payload, extra = peer.answer(method, path, headers, body)
+        return status, payload if isinstance(payload, bytes) else json.dumps(payload).encode(), extra
 
-        def _answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            # the path as sent: http.server folds a leading "//" in self.path, a doubled slash must show
-            path = self.requestline.split()[1]
-            status, payload, extra = peer.answer(self.command, path, dict(self.headers.items()), body)
-            raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            for name, value in extra.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(raw)
-
-        do_GET = do_POST = do_DELETE = _answer
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with http_server(handle) as url:
+        yield url
 
 
 class Clock:

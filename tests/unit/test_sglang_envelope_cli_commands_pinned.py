@@ -62,14 +62,14 @@ def test_no_time_switches_the_time_model_off_for_the_command(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The same request with the command's own time_steps: the default source without --no-time, none with it
-    ("not predicted (make perf-venv)"); each run sets the switch anew."""
+    ("not predicted (make perf-venv)"); the switch holds for that command only."""
     monkeypatch.setattr(cli, "time_steps", TIME_STEPS)
     monkeypatch.setattr(sglang_perf_fleet, "default_steps", OfflineSteps)
     monkeypatch.setitem(cli._TIME, "on", True)
     argv = ["check-request", "-i", PROD, "--input-tokens", "1000", "--max-new-tokens", "10"]
     assert cli.main(["--no-time", *argv]) == 0
     assert capsys.readouterr() == (ADMITTED + "  time: not predicted (make perf-venv)\n", "")
-    assert cli._TIME == {"on": False}
+    assert cli._TIME == {"on": True}
     assert cli.main(argv) == 0
     assert capsys.readouterr() == (ADMITTED + "  time: not predicted (estimator offline)\n", "")
     assert cli._TIME == {"on": True}

@@ -3,10 +3,7 @@ reported as ansible.builtin.uri reports it, and UrllibTransport.request with eac
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import (
@@ -15,7 +12,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import (
     UrllibTransport,
     probe,
 )
-from loopback import closed_port, http_server
+from loopback import Handler, closed_port, http_server
 
 
 class Recording:
@@ -90,44 +87,20 @@ def test_probe_names_the_kind_and_reason_of_a_failure() -> None:
 # ---------------------------------------------------------------- any method, with a body
 
 
-@contextmanager
-def any_method_server(seen: list[tuple[str, str, str | None, bytes]]) -> Iterator[str]:
-    """A loopback server that answers every method with 200 and records (method, path, content type, body)."""
+def recording(seen: list[tuple[str, str, str | None, bytes]]) -> Handler:
+    """Answers every request with 200 and the method in X-Seen; records (method, path, content type, body)."""
 
-    class Answer(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def handle(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        seen.append((method, path, headers.get("Content-Type"), body))
+        return 200, b'{"done": true}', {"X-Seen": method}
 
-        def _answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            seen.append((self.command, self.path, self.headers.get("Content-Type"), self.rfile.read(length)))
-            payload = b'{"done": true}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("X-Seen", self.command)
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    return handle
 
 
 def test_request_sends_its_method_and_body() -> None:
     seen: list[tuple[str, str, str | None, bytes]] = []
     transport = UrllibTransport()
-    with any_method_server(seen) as url:
+    with http_server(recording(seen)) as url:
         posted = transport.request(
             "POST", f"{url}/workers", {"Content-Type": "application/json"}, 5, b'{"url": "http://gpu7:30001"}'
         )
