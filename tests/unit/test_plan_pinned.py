@@ -475,8 +475,8 @@ def test_the_fp8_index_key_option_turns_the_bf16_keys_off_on_every_engine_host()
     # multinode: the prefill and the decode engines run on hosts of their own, each reading sglang_engine_common
     from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _variant
 
-    fleet, config = multinode()
-    option = _variant(fleet, config, Shape(1, CALL), fp8=True, fraction=None, extra=0)
+    fleet, _config = multinode()
+    option = _variant(fleet, 1, fp8=True, fraction=None, extra=0)
     assert option.fleet is not None
     seen = {(role, host): engine_envelope(role, option.fleet.hostvars[host])["bf16_index_k"]
             for role in ("prefill", "decode") for host in option.fleet.hosts(role)}  # fmt: skip
@@ -490,8 +490,8 @@ def test_a_memory_fraction_option_says_what_it_leaves_outside_the_pool() -> None
     # 141 GiB per H200; a static pool of 0.8 of it leaves 141 * 0.2 = 28.2 GiB per GPU
     from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _variant
 
-    fleet, config = multinode()
-    option = _variant(fleet, config, Shape(1, CALL), fp8=False, fraction=0.8, extra=0)
+    fleet, _config = multinode()
+    option = _variant(fleet, 1, fp8=False, fraction=0.8, extra=0)
     assert option.title == "decode mem_fraction_static 0.8 (SGLang's own choice on this GPU)"
     assert option.caveats == [
         "leaves 28.2 GiB per GPU outside the static pool for activations and cuda graphs (SGLang's own default reserve)"
@@ -535,3 +535,83 @@ def test_a_lab_reached_at_loopback_advertises_its_inventory_name_once_it_has_com
     assert (f"{host}: sglang_advertise_host", "127.0.0.1", f"{host} (an address the new hosts reach)") in first.changes
     assert first.fleet is not None and first.fleet.hostvars[host]["sglang_advertise_host"] == host
     assert first.refused == []
+
+
+# ---------------------------------------------------------------- changes SGLang could not start, and the full context
+
+
+def test_a_change_sglang_could_not_start_is_refused_and_more_decode_hosts_are_tried() -> None:
+    """40,000 calls of 4,000 tokens: 13,334 running requests on each of the three decode engines leave their KV pool
+    no memory (SGLang's own start-up check refuses it), so that option is refused with SGLang's words, and the
+    running requests are spread over more decode hosts: 17 engines run ceil(40,000 / 17) = 2,353 each, 19 engines
+    ceil(40,000 / 19) = 2,106; each router admits all 40,000."""
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(40_000, CALL))
+    no_memory = (
+        "Not enough memory. Please try to increase --mem-fraction-static (mem_fraction_static=0.83, KV budget "
+        "-49.17 GiB); fix: raise mem_fraction_static or lower max_running_requests"
+    )
+    assert result.refused == [
+        "admit more calls (sglang_decode.max_running_requests 13334, sglang_router.max_concurrent_requests 40000): "
+        + no_memory,
+        "fp8 index keys (sglang_engine_common.bf16_index_k False, sglang_decode.max_running_requests 13334, "
+        "sglang_router.max_concurrent_requests 40000): " + no_memory,
+    ]
+    fraction = "decode mem_fraction_static 0.929 (SGLang's own choice on this GPU)"
+    assert [(o.title, len(o.added_hosts), o.changes[-2:]) for o in result.options] == [
+        (
+            f"add 14 decode hosts, {fraction}, fp8 index keys",
+            14,
+            [("sglang_decode.max_running_requests", 64, 2353), ("sglang_router.max_concurrent_requests", 192, 40_000)],
+        ),
+        (
+            f"add 16 decode hosts, {fraction}",
+            16,
+            [("sglang_decode.max_running_requests", 64, 2106), ("sglang_router.max_concurrent_requests", 192, 40_000)],
+        ),
+    ]
+    assert all(o.after is not None and o.after.parallel == 40_000 for o in result.options)
+
+
+def test_calls_longer_than_any_context_the_kv_pools_hold_get_the_longest_context_that_runs_them() -> None:
+    """200 calls at the full context (524,288 tokens) do not fit; each option that lowers context_length names the
+    longest page-aligned context (a multiple of 256) at which 200 calls run, with the decode slots raised to
+    ceil(200 / 3) = 67 and the router to 200. The contexts are the capacity model's (held to SGLang by
+    tests/component/conformance)."""
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(200, 524_288))
+    fraction = "decode mem_fraction_static 0.929 (SGLang's own choice on this GPU)"
+    assert result.options == []
+    assert [(o.title, o.changes[-1], o.caveats[-1]) for o in result.shorter] == [
+        (f"context_length {c:,}{rest}", ("sglang_engine_common.context_length", 524_288, c),
+         f"calls longer than {c - 2:,} tokens are cut short or refused (the shape asked for 524,288)")
+        for c, rest in (
+            (194_560, f", {fraction}"),
+            (165_888, ""),
+            (212_480, f", {fraction}, fp8 index keys"),
+            (181_248, ", fp8 index keys"),
+        )
+    ]  # fmt: skip
+    assert all(o.after is not None and o.after.parallel == 200 for o in result.shorter)
+
+
+def test_calls_as_long_as_the_declared_context_are_served_two_tokens_shorter_as_declared() -> None:
+    """SGLang serves a call of at most context_length - 2 tokens: 10 calls of 524,288 tokens (the declared context)
+    fit nowhere, and the first shorter answer is the declaration as it is, at 524,286 tokens per call (21 of them fit
+    the production decode pool). No option was refused, so the text points at none."""
+    hostvars, groups = shipped_inventory("production")
+    fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
+    config = model_config_for(hostvars[fleet.hosts("decode")[0]])
+    result = plan(fleet, config, Shape(10, 524_288))
+    assert (result.options, result.refused) == ([], [])
+    first = result.shorter[0]
+    assert (first.title, first.changes, first.exact) == ("as declared", [], False)
+    assert first.after is not None and first.after.parallel == 21
+    assert first.caveats == ["calls longer than 524,286 tokens are cut short or refused (the shape asked for 524,288)"]
+    lines = render(result, "production").splitlines()
+    assert lines[3:5] == [
+        "no option within the planner's levers fits",
+        "if shorter calls are acceptable (these do not serve calls of 524,288 tokens; SGLang refuses or cuts them "
+        "short):",
+    ]
+    assert lines[5] == "option 1: as declared (at 524,286 tokens per call)"

@@ -42,6 +42,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     predict_many,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
+    ADMIT,
     Fleet,
     Option,
     Plan,
@@ -495,7 +496,7 @@ def _more_prefill(
             continue
         settings = [] if c == base_shape.chunked_prefill_size else [("prefill", "chunked_prefill_size", c)]
         title = f"add {k} prefill host{'s' if k > 1 else ''}" + (f", chunked_prefill_size {c}" if settings else "")
-        source = base if base is not None else Option("admit more calls", fleet=fleet.copy())
+        source = base if base is not None else Option(ADMIT, fleet=fleet.copy())
         option = extend(source, model_config, result.shape, title, settings, add_prefill_hosts=k)
         if option.refused:
             continue

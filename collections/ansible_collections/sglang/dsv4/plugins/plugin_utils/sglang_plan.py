@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
+    CapacityError,
     EngineLimits,
     activation_tokens,
     default_mem_fraction,
@@ -44,6 +45,7 @@ from .sglang_sidedoors import advertise_of, is_loopback
 from .sglang_validate import check_fleet
 
 MAX_EXTRA_DECODE_HOSTS = 16
+ADMIT, AS_DECLARED = "admit more calls", "as declared"  # the titles of options that only admit, or change nothing
 RECALL_COST = "fp8 index keys lose long-context recall (needles beyond about 2,000 tokens are missed)"
 
 
@@ -257,7 +259,7 @@ def _advertise_beyond_loopback(fleet: Fleet, option: Option) -> None:
             )
 
 
-def _admit(fleet: Fleet, option: Option, model_config: Mapping[str, Any], calls: int) -> None:
+def _admit(fleet: Fleet, option: Option, calls: int) -> None:
     """Raise decode max_running_requests and the router caps so that `calls` are admitted, where they are lower.
 
     Each router admits its own cap (smg's mesh shares no count), and validation holds the caps' sum to the decode
@@ -288,9 +290,7 @@ def _safe_fraction(fleet: Fleet) -> float:
     return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
 
 
-def _variant(
-    base: Fleet, model_config: Mapping[str, Any], shape: Shape, *, fp8: bool, fraction: float | None, extra: int
-) -> Option:
+def _variant(base: Fleet, calls: int, *, fp8: bool, fraction: float | None, extra: int) -> Option:
     fleet = base.copy()
     parts = []
     option = Option("")
@@ -310,10 +310,16 @@ def _variant(
         _set(fleet, option, "prefill", "bf16_index_k", False, both_engines=True)
         option.caveats.append(RECALL_COST)
         parts.append("fp8 index keys")
-    _admit(fleet, option, model_config, shape.calls)
-    option.title = ", ".join(parts) or "admit more calls"
+    _admit(fleet, option, calls)
+    option.title = ", ".join(parts) or (ADMIT if option.changes else AS_DECLARED)
     option.fleet = fleet
     return option
+
+
+def _serves(option: Option, model_config: Mapping[str, Any], tokens: int | None, calls: int) -> bool:
+    """Whether the option's fleet runs `calls` calls of `tokens` at once; CapacityError where SGLang would not start
+    an engine so changed (its memory check)."""
+    return fleet_fit(option.changed_fleet(), model_config, tokens).parallel >= calls
 
 
 def _lower_context(
@@ -324,25 +330,31 @@ def _lower_context(
     page = _limits(base, "decode", model_config)[0][1].page_size
 
     def fits(context: int) -> tuple[bool, Option]:
-        option = _variant(base, model_config, Shape(shape.calls, context), fp8=fp8, fraction=fraction, extra=0)
+        option = _variant(base, shape.calls, fp8=fp8, fraction=fraction, extra=0)
         changed = option.changed_fleet()
         for role in ("prefill", "decode"):
             _set(changed, option, role, "context_length", context, both_engines=True)
-        return fleet_fit(changed, model_config, None).parallel >= shape.calls, option
+        try:
+            return _serves(option, model_config, None, shape.calls), option
+        except CapacityError:  # the engines would not start so changed: a shorter context may leave them memory
+            return False, option
 
-    low, high, best = 1, shape.tokens // page, None
+    low, high, best, context = 1, shape.tokens // page, None, 0
     while low <= high:
         mid = (low + high) // 2
         ok, option = fits(mid * page)
         if ok:
-            best, low = option, mid + 1
+            best, context, low = option, mid * page, mid + 1
         else:
             high = mid - 1
     if best is None:
         return None
-    context = int(next(after for var, _before, after in best.changes if var.endswith(".context_length")))
-    served = fleet_fit(best.changed_fleet(), model_config, None).served_tokens or context
-    best.title = f"context_length {context:,}" + (f", {best.title}" if best.title != "admit more calls" else "")
+    served = fleet_fit(best.changed_fleet(), model_config, None).served_tokens
+    if any(var.endswith(".context_length") for var, _before, _after in best.changes):
+        best.title = f"context_length {context:,}" + (
+            f", {best.title}" if best.title not in (ADMIT, AS_DECLARED) else ""
+        )
+    # else the declared context already: calls as long as it are 2 tokens longer than SGLang serves (context - 2)
     best.exact = False
     best.caveats.append(
         f"calls longer than {served:,} tokens are cut short or refused (the shape asked for {shape.tokens:,})"
@@ -381,11 +393,21 @@ def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int 
     candidates: list[Option] = []
     for fp8 in (False, True) if bf16 else (False,):
         for fraction in fractions:
+            unstartable = ""
             for extra in range(MAX_EXTRA_DECODE_HOSTS + 1):
-                option = _variant(fleet, model_config, shape, fp8=fp8, fraction=fraction, extra=extra)
-                if fleet_fit(option.changed_fleet(), model_config, shape.tokens).parallel >= shape.calls:
+                option = _variant(fleet, shape.calls, fp8=fp8, fraction=fraction, extra=extra)
+                try:
+                    serves = _serves(option, model_config, shape.tokens, shape.calls)
+                except CapacityError as exc:  # more hosts spread the running requests thinner: try them
+                    edits = ", ".join(f"{var} {after}" for var, _before, after in option.changes)
+                    unstartable = unstartable or f"{option.title} ({edits}): {exc}"
+                    continue
+                if serves:
                     candidates.append(option)
                     break
+            else:
+                if unstartable:
+                    result.refused.append(unstartable)
             lowered = _lower_context(fleet, model_config, shape, fp8=fp8, fraction=fraction)
             if lowered:
                 candidates.append(lowered)
@@ -453,7 +475,7 @@ def extend(
     and checked by the validation like any option."""
     changed = option.changed_fleet().copy()
     out = Option(
-        f"{option.title}, {title}" if option.title != "admit more calls" else title,
+        f"{option.title}, {title}" if option.title not in (ADMIT, AS_DECLARED) else title,
         changes=list(option.changes),
         added_hosts=list(option.added_hosts),
         caveats=list(option.caveats),
@@ -510,7 +532,9 @@ def render(result: Plan, inventory: str) -> str:
     answers = [o for o in result.options if o.exact]
     shorter = [o for o in result.options if not o.exact] + result.shorter
     if not answers:
-        lines.append("no option within the planner's levers fits; see the refused options below")
+        lines.append(
+            "no option within the planner's levers fits" + ("; see the refused options below" * bool(result.refused))
+        )
     numbered = list(enumerate(answers + shorter, 1))
     for number, option in numbered:
         after = option.after
