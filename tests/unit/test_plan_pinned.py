@@ -23,6 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     Shape,
     change,
     extend,
+    fleet_answer,
     fleet_fit,
     plan,
     render,
@@ -615,3 +616,136 @@ def test_calls_as_long_as_the_declared_context_are_served_two_tokens_shorter_as_
         "short):",
     ]
     assert lines[5] == "option 1: as declared (at 524,286 tokens per call)"
+
+
+def test_the_context_search_goes_down_to_a_single_page() -> None:
+    """15,000 calls of 4,000 tokens: DeepSeek-V4's compress-state rings, which SGLang keeps for each of 5,000 running
+    requests per decode engine, leave the KV pool room for calls of one 256-token page only, unless the decode static
+    pool grows to SGLang's own fraction (two pages), or with fp8 index keys as well (three)."""
+    fleet, config = multinode()
+    result = plan(fleet, config, Shape(15_000, CALL))
+    fraction = "decode mem_fraction_static 0.929 (SGLang's own choice on this GPU)"
+    assert [o.title for o in result.shorter] == [
+        f"context_length 512, {fraction}",
+        "context_length 256",
+        f"context_length 768, {fraction}, fp8 index keys",
+        "context_length 256, fp8 index keys",
+    ]
+    assert [o.title for o in result.options] == [f"add 4 decode hosts, {fraction}"]
+
+
+# ---------------------------------------------------------------- which levers the planner tries
+
+
+def with_decode(fleet: Fleet, **values: Any) -> Fleet:
+    """`fleet` with `values` in every decode host's sglang_decode; a value of None removes the key."""
+    for host in fleet.hosts("decode"):
+        own = {**fleet.hostvars[host]["sglang_decode"], **values}
+        fleet.hostvars[host] = {
+            **fleet.hostvars[host],
+            "sglang_decode": {k: v for k, v in own.items() if v is not None},
+        }
+    return fleet
+
+
+FRACTION = "decode mem_fraction_static 0.929 (SGLang's own choice on this GPU)"
+
+
+@pytest.mark.parametrize(
+    ("decode", "titles"),
+    [
+        ({}, ["", f", {FRACTION}", ", fp8 index keys", f", {FRACTION}, fp8 index keys"]),
+        # no declared fraction: SGLang picks its own already; one at or above its own choice is not raised
+        ({"mem_fraction_static": None}, ["", ", fp8 index keys"]),
+        ({"mem_fraction_static": 0.929}, ["", ", fp8 index keys"]),
+        ({"mem_fraction_static": 0.95}, ["", ", fp8 index keys"]),
+        ({"mem_fraction_static": 0.928}, ["", ", decode mem_fraction_static 0.929 (SGLang's own choice on this GPU)",
+                                          ", fp8 index keys", f", {FRACTION}, fp8 index keys"]),
+    ],
+    ids=["both-levers", "no-fraction-declared", "fraction-at-safe", "fraction-above-safe", "fraction-below-safe"],
+)  # fmt: skip
+def test_the_planner_tries_a_lever_only_where_it_changes_the_declaration(
+    decode: dict[str, Any], titles: list[str]
+) -> None:
+    """300 calls of 4,000 tokens: each lever tried shows as a shorter answer at 15 pages (3,840 tokens), the longest
+    context below the asked 4,000; SGLang's own fraction on an H200 decode engine of 64 running requests is 0.929."""
+    fleet, config = multinode()
+    result = plan(with_decode(fleet, **decode), config, Shape(300, CALL))
+    assert [o.title for o in result.shorter] == [f"context_length 3,840{t}" for t in titles]
+
+
+def test_fleet_on_fp8_index_keys_already_is_offered_no_recall_lever() -> None:
+    fleet, config = multinode()
+    for host in fleet.hosts("prefill") + fleet.hosts("decode"):
+        hv = fleet.hostvars[host]
+        fleet.hostvars[host] = {**hv, "sglang_engine_common": {**hv["sglang_engine_common"], "bf16_index_k": False}}
+    result = plan(fleet, config, Shape(300, CALL))
+    assert [o.title for o in result.shorter] == ["context_length 3,840", f"context_length 3,840, {FRACTION}"]
+
+
+def test_the_fp8_option_edits_each_role_s_own_dict_where_the_key_is_declared_there() -> None:
+    """bf16_index_k declared in sglang_prefill and sglang_decode instead of the shared dict: the option edits those."""
+    fleet, _config = multinode()
+    for host in fleet.hosts("prefill") + fleet.hosts("decode"):
+        hv = fleet.hostvars[host]
+        role = "prefill" if host in fleet.hosts("prefill") else "decode"
+        common = {k: v for k, v in hv["sglang_engine_common"].items() if k != "bf16_index_k"}
+        fleet.hostvars[host] = {**hv, "sglang_engine_common": common,
+                                f"sglang_{role}": {**hv[f"sglang_{role}"], "bf16_index_k": True}}  # fmt: skip
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import _variant
+
+    option = _variant(fleet, 1, fp8=True, fraction=None, extra=0)
+    assert option.changes == [("sglang_decode.bf16_index_k", True, False), ("sglang_prefill.bf16_index_k", True, False)]
+
+
+def test_every_option_the_validation_refuses_is_listed_with_its_first_problem() -> None:
+    """A router queue_size of -3, which no lever of the planner touches: every option keeps it, so each is refused
+    with that problem and none is offered."""
+    fleet, config = multinode()
+    router = fleet.hostvars["router-01"]
+    fleet.hostvars["router-01"] = {**router, "sglang_router": {**router["sglang_router"], "queue_size": -3}}
+    result = plan(fleet, config, Shape(300, CALL))
+    problem = (
+        "router-01: sglang_router.queue_size=-3: must be >= 0 (0: refuse with 429 when full) "
+        "[router.queue_size_non_negative]; fix: e.g. 256"
+    )
+    titles = [
+        "admit more calls",
+        "context_length 3,840",
+        FRACTION,
+        f"context_length 3,840, {FRACTION}",
+        "fp8 index keys",
+        "context_length 3,840, fp8 index keys",
+        f"{FRACTION}, fp8 index keys",
+        f"context_length 3,840, {FRACTION}, fp8 index keys",
+    ]
+    assert result.refused == [f"{t}: {problem}" for t in titles]
+    assert (result.options, result.shorter) == ([], [])
+
+
+def test_the_fleet_answer_names_each_decode_engine_by_its_host() -> None:
+    fleet, config = multinode()
+    memory = fleet_answer(fleet, config, CALL).memory
+    assert [(c.host, c.role, c.per_rank) for c in memory.decode] == [
+        ("decode-01", "decode", 64),
+        ("decode-02", "decode", 64),
+        ("decode-03", "decode", 64),
+    ]
+
+
+def test_an_option_without_a_changed_fleet_says_so() -> None:
+    with pytest.raises(PlanError, match=r"^option 'lone' has no changed fleet$"):
+        Option("lone").changed_fleet()
+
+
+def test_of_two_options_that_cost_recall_and_no_host_only_the_first_is_kept() -> None:
+    """Decode engines declared at mem_fraction_static 0.92, just below SGLang's own 0.929: 75 calls of 524,286
+    tokens need fp8 index keys (72 fit as declared or at 0.929, 78 with fp8 keys, 81 with both). fp8 keys with the
+    fraction as well cost the same recall and no fewer hosts, so only fp8 keys alone is offered, beside one more
+    decode host (no recall cost)."""
+    fleet, config = multinode()
+    result = plan(with_decode(fleet, mem_fraction_static=0.92), config, Shape(75, 524_286))
+    assert [(o.title, o.rank[:3]) for o in result.options] == [
+        ("fp8 index keys", (False, 0, True)),
+        ("add 1 decode host", (False, 1, False)),
+    ]

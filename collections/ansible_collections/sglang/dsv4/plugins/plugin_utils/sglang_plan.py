@@ -378,7 +378,7 @@ class Plan:
         return self.today.parallel >= self.shape.calls
 
 
-def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int = 6) -> Plan:
+def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape) -> Plan:
     """Whether `shape` fits `fleet` today and, if not, ranked envelope changes that make it fit."""
     today = fleet_fit(fleet, model_config, shape.tokens)
     result = Plan(shape, today, [])
@@ -426,8 +426,8 @@ def plan(fleet: Fleet, model_config: Mapping[str, Any], shape: Shape, most: int 
             len(option.changes),
         )
         (result.options if option.exact else result.shorter).append(option)
-    result.options = _undominated(sorted(result.options, key=lambda o: o.rank))[:most]
-    result.shorter = sorted(result.shorter, key=lambda o: o.rank)[:most]
+    result.options = _undominated(sorted(result.options, key=lambda o: o.rank))
+    result.shorter = sorted(result.shorter, key=lambda o: o.rank)
     return result
 
 
