@@ -91,6 +91,17 @@ def test_slo_parsing_and_misses() -> None:
     assert not perf.Slo()
 
 
+def test_a_shape_that_misses_two_slo_terms_names_both() -> None:
+    # the 20 calls below: TTFT p90 9.1 s (> 2 s), and each decode step 10 ms on the stub (> 5 ms)
+    hostvars, groups = production()
+    fleet = fleet_from_inventory(hostvars, groups)
+    result = plan(fleet, DSV4, Shape(20, 4000))
+    perf.plan_in_time(result, fleet, DSV4, perf.Slo(ttft_p90_ms=2000.0, itl_p90_ms=5.0), Stub())
+    assert [line for line in result.today_times if "SLO" in line] == [
+        "  SLO (TTFT p90 <= 2 s, ITL p90 <= 5 ms): missed: TTFT p90 9.1 s > 2 s; ITL p90 10.0 ms > 5 ms"
+    ]
+
+
 def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
     # 20 calls of 4,000 tokens (3,000 in) fit today (64 slots). At chunk 8192 an engine prefills 2 prompts a pass of
     # 1,000 ms: the calls end passes 1, 1, 2, 2, .. 10, 10, and p90 of 20 (numpy's rule, rank 18.1) lies a tenth of

@@ -53,6 +53,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     fleet_from_inventory,
     parse_shape,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import Finding, fix_of
 
 DEFAULT_OUTPUT_TOKENS = 1000
 TYPICAL_TOKENS = 32_768
@@ -622,16 +623,7 @@ def _finding(
     servers: list[str],
     fixes: Sequence[Option] = (),
 ) -> dict[str, Any]:
-    return {
-        "id": id_,
-        "severity": severity,
-        "summary": summary,
-        "numbers": numbers,
-        "servers": servers,
-        "fixes": [
-            {"title": o.title, "diff": o.diff_lines(), "valid": not o.refused, "refused": o.refused} for o in fixes
-        ],
-    }
+    return Finding(id_, severity, summary, numbers, servers, [fix_of(o) for o in fixes]).as_dict()
 
 
 # ---------------------------------------------------------------- one request

@@ -87,7 +87,8 @@ class Finding:
         return asdict(self)
 
 
-def _fix(option: Option) -> dict[str, Any]:
+def fix_of(option: Option) -> dict[str, Any]:
+    """A finding's fix: the option's title, its diff lines and the validation's verdict."""
     return {"title": option.title, "diff": option.diff_lines(), "valid": not option.refused, "refused": option.refused}
 
 
@@ -99,7 +100,7 @@ class _Judge:
         self.findings: list[Finding] = []
 
     def add(self, finding: Finding, *fixes: Option | None) -> None:
-        finding.fixes = [_fix(f) for f in fixes if f is not None]
+        finding.fixes = [fix_of(f) for f in fixes if f is not None]
         self.findings.append(finding)
 
     def change(self, title: str, settings: list[tuple[str, str, Any]], add_decode_hosts: int = 0) -> Option | None:
