@@ -81,6 +81,12 @@ def test_without_itl_the_step_is_e2e_less_ttft_over_the_later_tokens() -> None:
     )
 
 
+def test_two_output_tokens_give_the_step_from_e2e_and_ttft() -> None:
+    # one token after the first: (0.8 - 0.5) s over 1 token = 300 ms
+    decode = {"itl": None, "generation_tokens_per_request": 2.0, "e2e": {"mean_s": 0.8}, "ttft": {"mean_s": 0.5}}
+    assert LiveFigures.of(hand(decode=decode)).decode_step_ms == pytest.approx(300.0)
+
+
 def test_an_itl_mean_of_zero_is_no_itl() -> None:
     decode = {"itl": {"count": 0, "mean_s": 0}, "e2e": {"mean_s": 0.599}, "ttft": {"mean_s": 0.0}, "requests": 3}
     found = LiveFigures.of(hand(decode=decode, at=None))
@@ -105,6 +111,14 @@ def test_the_defaults_of_a_sparse_measurement() -> None:
     # one output token, the prefill engines' 1,000 prompt tokens, one engine, batch at least 1: context 1,000.5 -> 1,000
     assert (found.batch, found.context) == (1.0, 1000)
     assert found.decode_basis == "the ITL mean of 7 tokens at batch 1 and context 1,000"
+
+
+def test_the_context_is_at_least_one_token() -> None:
+    # no prompt tokens counted anywhere and one output token: 0 + 1 / 2 = 0.5, rounded half to even to 0, raised to 1
+    measured = hand(
+        {"prompt_tokens_per_request": 0.0}, {"prompt_tokens_per_request": None, "generation_tokens_per_request": 1.0}
+    )
+    assert LiveFigures.of(measured).context == 1
 
 
 def test_the_batch_is_running_requests_per_engine_at_least_one() -> None:
@@ -251,6 +265,17 @@ def test_shaped_answers_scale_the_shape_to_the_measured_points(kind: type[Plain]
         assert shape.rounds == 1
 
 
+def test_every_query_of_a_round_is_scaled_and_the_measured_points_are_not_answered() -> None:
+    # three prefills and three decodes in one round: the shape's times x 50 (prefill) and x 3.90625 (decode), and
+    # the two measured points the round adds are left out of the answer
+    shape = Plain()
+    p2, p3 = PrefillQuery("m", 4, 4, 3000, 1000, 2), PrefillQuery("m", 4, 4, 600, 0, 1)
+    d2, d3 = DecodeQuery("n", 8, 8, 5000, 8), DecodeQuery("n", 8, 8, 9000, 1)
+    prefills, decodes = LiveSteps(FIGURES, shape).both([P, p2, p3], [D, d2, d3])
+    assert prefills == [live(20.0 * 50), live(40.0 * 50), live(6.0 * 50)]
+    assert decodes == [live(4.0 * 3.90625), live(16.0 * 3.90625), live(2.0 * 3.90625)]
+
+
 def test_the_measured_points_take_the_model_of_the_first_query() -> None:
     shape = Plain()
     assert LiveSteps(FIGURES, shape).decode([D]) == [live(15.625)]
@@ -353,6 +378,8 @@ def test_live_steps_take_the_newest_report_of_this_fleet(tmp_path: Path) -> None
     found = live_steps(None, tmp_path, ["h1"])
     assert found.figures.batch == 12.0  # the newest readable report of this fleet: 12 running on its one engine
     assert found.shape is None
+    shape = Plain()
+    assert live_steps(None, tmp_path, ["h1"], shape).shape is shape  # the shape source goes with the found report
 
 
 def test_the_newest_report_of_this_fleet_without_a_request_is_said(tmp_path: Path) -> None:

@@ -36,6 +36,8 @@ METRICS = "/metrics, since each engine started"
         (0.0, (1.0, 2.0), (0.0, 4.0), 4.0, 1.0),  # rank 0 in an empty first bucket: its upper bound
         (0.9, (0.5,), (10.0,), 10.0, 0.45),  # rank 9 of 10 in (0, 0.5]
         (0.5, (1.0, 2.0), (1.0, 2.0), 10.0, 2.0),  # rank 5 in +Inf: the highest finite bound
+        (0.5, (1.0, 2.0, 4.0), (0.0, 0.0, 0.0), 5.0, 4.0),  # all in +Inf: the highest of three bounds
+        (0.5, (1.0, 2.0), (0.0, 1.0), 1.0, 1.5),  # a single observation, in (1, 2]: rank 0.5 of 1 inside
     ],
 )
 def test_histogram_quantile_edges(
@@ -154,6 +156,24 @@ DECODE_FROM_METRICS = {
     "ttft": {"count": 4, "mean_s": 0.125, "p50_s": 0.1, "p90_s": pytest.approx(0.1 + 0.1 * 1.6 / 2)},
     "engines": ["h1", "h2"],
 }
+
+
+def test_a_counter_one_engine_s_page_lacks_counts_as_zero_in_its_role() -> None:
+    # two decode engines: 3 + 1 finished requests, 30 + 10 generated tokens, prompt tokens on the first only (12)
+    engines = [
+        {"host": "d1", "role": "decode", "latency": {"requests": 3, "prompt_tokens": 12, "generation_tokens": 30}},
+        {"host": "d2", "role": "decode", "latency": {"requests": 1, "generation_tokens": 10}, "running": 2},
+    ]
+    assert measure(engines)["roles"] == {
+        "decode": {
+            "source": METRICS,
+            "requests": 4,
+            "prompt_tokens_per_request": 3.0,
+            "generation_tokens_per_request": 10.0,
+            "running": 2.0,
+            "engines": ["d1", "d2"],
+        }
+    }
 
 
 def test_a_role_sums_its_engines_pages() -> None:

@@ -124,6 +124,8 @@ def test_refusal_names_every_router_outside_the_lab_or_the_missing_router() -> N
 
 def test_a_url_overrides_the_inventory_router() -> None:
     assert bench.router_target({}, {}, "http://10.0.0.1:9//") == bench.Target("(--url)", "http://10.0.0.1:9", None)
+    # only slashes are trimmed: a path ending in X keeps it
+    assert bench.router_target({}, {}, "http://10.0.0.1:9/poolX/").url == "http://10.0.0.1:9/poolX"
     groups = {"sglang_router": ["r1"]}
     assert bench.router_target({}, groups, "https://r/") == bench.Target("r1", "https://r", None)
 

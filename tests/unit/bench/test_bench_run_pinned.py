@@ -388,6 +388,18 @@ def run_of(setup: Setup, index: int) -> list[str]:
     return list(setup.runs.calls[index][0])
 
 
+def test_without_a_want_the_wave_is_the_audit_s_typical_call_on_the_lab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the lab declares no sglang_workload: the audit's typical call of 32,768 tokens, 101 of them output
+    setup = Setup(tmp_path, monkeypatch)
+    setup.predictions = [{"error": WHY}]
+    setup.runs.results = [[json.dumps(RESULT)]]
+    assert setup(args_of(concurrency="2")) == 0
+    assert setup.predicted == [bench.Level("the audit's typical call: 32,768 tokens", 2, 2, 32_667, 101)]
+    assert capsys.readouterr().out.startswith("bench: 1 level(s) against http://127.0.0.1:8000; predicting ...\n")
+
+
 def test_a_lab_bench_end_to_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

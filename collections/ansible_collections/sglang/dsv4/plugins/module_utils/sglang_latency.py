@@ -110,11 +110,11 @@ def engine_summary(latency: Mapping[str, Any], running: float | None = None) -> 
 
 
 def _summary(hists: Mapping[str, Histogram], counters: Mapping[str, float], running: float | None) -> dict[str, Any]:
-    requests = counters.get("requests") or 0.0
+    requests = counters["requests"]  # every caller counts each of COUNTERS, 0 where the page lacks it
     out: dict[str, Any] = {"requests": int(requests)}
     if requests:
-        out["prompt_tokens_per_request"] = counters.get("prompt_tokens", 0.0) / requests
-        out["generation_tokens_per_request"] = counters.get("generation_tokens", 0.0) / requests
+        out["prompt_tokens_per_request"] = counters["prompt_tokens"] / requests
+        out["generation_tokens_per_request"] = counters["generation_tokens"] / requests
     if running is not None:
         out["running"] = running
     out.update({name: hist.summary() for name, hist in hists.items()})
