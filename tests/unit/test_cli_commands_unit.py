@@ -341,6 +341,44 @@ def test_risk_section_of_a_decode_only_fleet() -> None:
     )
 
 
+def test_risk_section_judges_time_at_the_declared_p90_context() -> None:
+    """No call length given: the fleet's sglang_workload.p90_context_tokens (4,000 here), not the typical call."""
+    hostvars, groups = shipped_inventory("multinode")
+    for hv in hostvars.values():
+        hv["sglang_router"]["max_concurrent_requests"] = 63
+        hv["sglang_workload"] = {"p90_context_tokens": 4000}
+    assert cli.risk_section(hostvars, groups) == "## Risks (from the declared values)\n\n" + time_risk(4000)
+
+
+def test_risk_section_of_a_fleet_without_risk_and_without_time_says_none_found() -> None:
+    """A decode-only fleet (no time risks) whose router admits only what the decode fleet holds (3 x 21 = 63)."""
+    hostvars, groups = without_groups(shipped_inventory("multinode"), "sglang_prefill")
+    for hv in hostvars.values():
+        hv["sglang_router"]["max_concurrent_requests"] = 63
+    assert cli.risk_section(hostvars, groups) == "## Risks (from the declared values)\n\n    none found\n"
+
+
+class OfflineEstimator:
+    """A step source whose estimator cannot be reached."""
+
+    def prefill(self, queries: Any) -> Any:
+        raise RuntimeError("estimator offline")
+
+    def decode(self, queries: Any) -> Any:
+        raise RuntimeError("estimator offline")
+
+
+def test_risk_section_judges_time_on_the_step_source_given() -> None:
+    hostvars, groups = shipped_inventory("multinode")
+    for hv in hostvars.values():
+        hv["sglang_router"]["max_concurrent_requests"] = 63
+    text = cli.risk_section(hostvars, groups, 8000, steps=OfflineEstimator())  # type: ignore[arg-type]
+    assert text == (
+        "## Risks (from the declared values)\n\n    info: time_not_predicted: the time risks were not judged: "
+        "time: not predicted (estimator offline) [tokens_per_call=8000]\n"
+    )
+
+
 # --- capacity ------------------------------------------------------------------------------------------------------
 
 

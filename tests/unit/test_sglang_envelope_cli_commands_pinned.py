@@ -133,3 +133,21 @@ def test_routers_behind_a_front_get_the_out_of_front_alert(
     assert [r["alert"] for r in rules["smg-lab1"]] == ROUTER_ALERTS + [r["alert"] for r in front_rules]
     assert rules["smg-lab1"][5:] == front_rules
     assert ("SGLangRouterOutOfFront" in files["sglang_rules_test.yml"]) == bool(front_rules)
+
+
+def test_plan_carries_each_slo_term_given_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "-i", PROD, "--want", "1x4k", "--ttft-p90", "60s", "--tokens-per-s", "5"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "want 1 parallel calls x 4,000 tokens (inventories/production), SLO TTFT p90 <= 60 s, >= 5 output tokens/s "
+        "per call"
+    )
+
+
+def test_bench_gets_the_command_s_step_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = OfflineSteps()
+    seen: list[object] = []
+    monkeypatch.setattr(cli, "time_steps", lambda: source)
+    monkeypatch.setattr(cli.bench, "bench_command", lambda args, load, config, steps: seen.append(steps) or 0)
+    assert cli.main(["bench", "-i", "inventories/lab"]) == 0
+    assert seen == [source]
