@@ -115,3 +115,21 @@ def test_the_full_prefill_is_the_longest_context_of_the_prefill_engines() -> Non
     found = [f.numbers for f in risks(declared_state(fleet, config), fleet, config)
              if f.id == "request_timeout_below_full_prefill"]  # fmt: skip
     assert found == [{"prefill_secs": 2621.4, "request_timeout_secs": 1800}]
+
+
+def test_the_declared_state_of_the_multinode_fleet() -> None:
+    """SGLang's max_req_len is context_length - 1 (524,287) on every engine; the model is DeepSeek-V4; each engine
+    is counted by the fleet answer under its own host, with that request limit."""
+    hostvars, groups = shipped_inventory("multinode")
+    fleet = Fleet({h: dict(v) for h, v in hostvars.items()}, groups)
+    state = declared_state(fleet, model_config_for(hostvars["decode-01"]))
+    assert (state.dsv4, state.source) == (True, "declared")
+    hosts = ["prefill-01", "prefill-02", "decode-01", "decode-02", "decode-03"]
+    assert [(e.host, e.max_req_len) for e in state.engines] == [(h, 524_287) for h in hosts]
+    engine = state.engines[2].engine()
+    assert (engine.host, engine.role, engine.context_len, engine.max_req_len) == (
+        "decode-01",
+        "decode",
+        524_288,
+        524_287,
+    )
