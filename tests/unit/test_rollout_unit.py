@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
+from fakeclock import Clock
 from loopback import closed_port, http_server, silent_port
 
 KEY = "sk-router-unit"
@@ -76,25 +77,6 @@ def serve(peer: Peer) -> Iterator[str]:
 
     with http_server(handle) as url:
         yield url
-
-
-class Clock:
-    """Stands in for the module's `time`: monotonic() reads the fake time and then moves it on by `step`;
-    sleep() records the interval and moves the time on by it."""
-
-    def __init__(self, start: float = 1000.0, step: float = 0.0) -> None:
-        self.now = start
-        self.step = step
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        value = self.now
-        self.now += self.step
-        return value
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import 
     set_state,
     wait_for,
 )
+from fakeclock import Clock
 
 # `show stat` as HAProxy 2.6 writes it: a `# ` header, one row per proxy and server, each line ending in a comma
 # (the first columns and those up to `bck`).
@@ -326,21 +327,6 @@ def test_set_state_refuses_an_unknown_state_without_asking_haproxy(front: FakeHA
 
 
 # --- wait_for, with a scripted `show stat` and a fake clock ---------------------------------------------------------
-
-
-class Clock:
-    """time.monotonic and time.sleep: sleeping moves the clock on by the time asked for."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def stat_answer(status: str, scur: int) -> str:

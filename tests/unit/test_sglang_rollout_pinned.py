@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_rollout as rollout
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import Reply, TransportError
+from fakeclock import Clock
 
 ROUTER = "http://10.0.0.9:8080/"
 DECODE = "http://10.0.0.2:30001"
@@ -33,22 +34,9 @@ class Scripted:
         return reply
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 50.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
+    fake = Clock(start=50.0)
     monkeypatch.setattr(rollout, "time", fake)
     return fake
 
