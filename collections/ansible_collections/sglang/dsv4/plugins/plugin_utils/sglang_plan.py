@@ -316,6 +316,11 @@ def _variant(base: Fleet, calls: int, *, fp8: bool, fraction: float | None, extr
     return option
 
 
+def _title(*parts: str) -> str:
+    """An option's title from its parts; "admit more calls" and "as declared" say nothing beside another lever."""
+    return ", ".join(part for part in parts if part not in (ADMIT, AS_DECLARED))
+
+
 def _serves(option: Option, model_config: Mapping[str, Any], tokens: int | None, calls: int) -> bool:
     """Whether the option's fleet runs `calls` calls of `tokens` at once; CapacityError where SGLang would not start
     an engine so changed (its memory check)."""
@@ -351,9 +356,7 @@ def _lower_context(
         return None
     served = fleet_fit(best.changed_fleet(), model_config, None).served_tokens
     if any(var.endswith(".context_length") for var, _before, _after in best.changes):
-        best.title = f"context_length {context:,}" + (
-            f", {best.title}" if best.title not in (ADMIT, AS_DECLARED) else ""
-        )
+        best.title = _title(f"context_length {context:,}", best.title)
     # else the declared context already: calls as long as it are 2 tokens longer than SGLang serves (context - 2)
     best.exact = False
     best.caveats.append(
@@ -475,7 +478,7 @@ def extend(
     and checked by the validation like any option."""
     changed = option.changed_fleet().copy()
     out = Option(
-        f"{option.title}, {title}" if option.title not in (ADMIT, AS_DECLARED) else title,
+        _title(option.title, title),
         changes=list(option.changes),
         added_hosts=list(option.added_hosts),
         caveats=list(option.caveats),
@@ -532,9 +535,8 @@ def render(result: Plan, inventory: str) -> str:
     answers = [o for o in result.options if o.exact]
     shorter = [o for o in result.options if not o.exact] + result.shorter
     if not answers:
-        lines.append(
-            "no option within the planner's levers fits" + ("; see the refused options below" * bool(result.refused))
-        )
+        see = "; see the refused options below" if result.refused else ""
+        lines.append(f"no option within the planner's levers fits{see}")
     numbered = list(enumerate(answers + shorter, 1))
     for number, option in numbered:
         after = option.after
