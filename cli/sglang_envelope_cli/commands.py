@@ -49,7 +49,6 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import En
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import (
     LiveFiguresMissing,
-    LiveSteps,
     live_steps,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
@@ -164,11 +163,9 @@ def time_steps() -> StepSource | None:
 
 
 def steps_origin(steps: StepSource) -> str:
-    """Where the time model's step times come from, in words: the live fleet or AIConfigurator."""
-    if isinstance(steps, LiveSteps):
-        return steps.describe()
-    version = getattr(steps, "version", None)
-    return f"AIConfigurator {version()} (its measured H200 step data)" if callable(version) else type(steps).__name__
+    """Where the time model's step times come from, in one line: calibrated to this fleet, the live fleet, or
+    uncalibrated (perf.time_header)."""
+    return perf.time_header(steps)
 
 
 def risk_section(
@@ -259,15 +256,15 @@ def plan_command(
         if not first:
             raise PlanError(f"{inventory} declares no engine host; fix: add hosts to sglang_decode")
         config = model_config_for(hostvars[first[0]])
-        steps = time_steps()
+        steps = perf.fleet_steps(fleet, config, time_steps())
         if from_live is not None:
             if not _TIME["on"]:
                 raise PlanError("--from-live asks for time, --no-time leaves it out: pass one of them")
             engines = sorted(set(fleet.hosts("prefill") + fleet.hosts("decode")))
-            steps = live_steps(from_live or None, REPO / "reports", engines, steps)
+            steps = live_steps(from_live or None, REPO / "reports", engines, time_steps())
         timed = bool(fleet.hosts("prefill") and fleet.hosts("decode"))
         if timed and steps is not None:
-            print(f"time from: {steps_origin(steps)}\n")
+            print(f"{steps_origin(steps)}\n")
         for shape in shapes:
             result = plan(fleet, config, shape)
             if timed:

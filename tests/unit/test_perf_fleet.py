@@ -63,9 +63,11 @@ def test_predicted_times_one_short_call() -> None:
     )
     assert one["ttft_p50"]["ms"] == pytest.approx(1000.0)
     # band: 51 % of the estimated 1,000 ms
-    assert one["ttft_p90"]["text"] == f"1.00 s (0.49-1.51; {SRC}bf16 index keys)"
+    assert one["ttft_p90"]["text"] == f"1.00 s (0.49-1.51, mean error; {SRC}bf16 index keys)"
     assert one["itl_p50"]["ms"] == pytest.approx(10.0)
-    assert one["itl_p90"]["text"].startswith("10.00 ms (6.90-13.10; stub (100% measured); our model: decode p90 batch")
+    assert one["itl_p90"]["text"].startswith(
+        "10.00 ms (6.90-13.10, mean error; stub (100% measured); our model: decode p90 batch"
+    )
 
 
 def test_predicted_times_a_burst_queues_on_the_prefill_engine() -> None:

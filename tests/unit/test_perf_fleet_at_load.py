@@ -34,7 +34,8 @@ def test_one_round_answers_the_declared_shapes_and_the_measured_load() -> None:
     # one call of 3,000 in: one pass of 1,000 ms, 10 ms a step; divided by 4
     assert (at_load["ttft_p50"]["ms"], at_load["itl_p50"]["ms"]) == (pytest.approx(250.0), pytest.approx(2.5))
     assert at_load["ttft_p50"]["text"] == (
-        "0.25 s (0.12-0.38; stub (100% measured); our model: bf16 index keys; divided by 4, the simulator's "
+        "0.25 s (0.12-0.38, mean error; stub (100% measured); our model: bf16 index keys; divided by 4, "
+        "the simulator's "
         "SGLANG_SIM_SPEED_FACTOR)"
     )
 

@@ -23,6 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     StepTime,
     Term,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_corrections import Fp4Experts, LongContext
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Shape, fleet_from_inventory, plan
 from test_perf_fleet import DSV4, Stub, production
 
@@ -210,7 +211,9 @@ def test_shape_of_chunked_prefill_off_is_one_pass_a_prompt() -> None:
 
 def test_default_steps_is_the_estimator_when_its_venv_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sglang_perf_aic.AicSteps, "ready", lambda self: True)
-    assert isinstance(REAL_DEFAULT_STEPS(), sglang_perf_aic.AicSteps)
+    steps = REAL_DEFAULT_STEPS()  # the estimator under the default corrections: long context over the fp4 experts
+    assert isinstance(steps, LongContext) and isinstance(steps.base, Fp4Experts)
+    assert isinstance(steps.base.base, sglang_perf_aic.AicSteps)
     monkeypatch.setattr(sglang_perf_aic.AicSteps, "ready", lambda self: False)
     assert REAL_DEFAULT_STEPS() is None
 
@@ -291,10 +294,10 @@ def test_as_dict_whole() -> None:
         "rejected": 2,
         "tokens_per_s_per_call": 142.9,
         "notes": ["n1", "n2"],
-        "ttft_p50": figure_dict(4000.0, 3000.0, 5000.0, "S1", "4.00 s (3.00-5.00; S1)"),
-        "ttft_p90": figure_dict(6000.0, 5000.0, 7000.0, "S1", "6.00 s (5.00-7.00; S1)"),
-        "itl_p50": figure_dict(7.0, 6.0, 8.0, "S2", "7.00 ms (6.00-8.00; S2)"),
-        "itl_p90": figure_dict(12.0, 8.0, 16.0, "S3", "12.00 ms (8.00-16.00; S3)"),
+        "ttft_p50": figure_dict(4000.0, 3000.0, 5000.0, "S1", "4.00 s (3.00-5.00, mean error; S1)"),
+        "ttft_p90": figure_dict(6000.0, 5000.0, 7000.0, "S1", "6.00 s (5.00-7.00, mean error; S1)"),
+        "itl_p50": figure_dict(7.0, 6.0, 8.0, "S2", "7.00 ms (6.00-8.00, mean error; S2)"),
+        "itl_p90": figure_dict(12.0, 8.0, 16.0, "S3", "12.00 ms (8.00-16.00, mean error; S3)"),
         "slo": "TTFT p90 <= 5 s, ITL p90 <= 12 ms, >= 150 output tokens/s per call",
         "slo_misses": ["TTFT p90 6.0 s > 5 s", "143 output tokens/s per call < 150"],
     }
@@ -308,10 +311,10 @@ def test_figure_and_time_lines_name_the_refusals_and_the_slo() -> None:
     assert perf.time_lines(hand_prediction(binding="none"), work, perf.Slo(ttft_p90_ms=6000.0)) == [
         "time: 20 call(s) of 3,000 in + 1,000 out arriving at once: bound by nothing (every stage keeps up), "
         "decode batch 12.3",
-        "  TTFT p50 4.00 s (3.00-5.00; S1)",
-        "  TTFT p90 6.00 s (5.00-7.00; S1)",
-        "  ITL p50 7.00 ms (6.00-8.00; S2)",
-        "  ITL p90 12.00 ms (8.00-16.00; S3)",
+        "  TTFT p50 4.00 s (3.00-5.00, mean error; S1)",
+        "  TTFT p90 6.00 s (5.00-7.00, mean error; S1)",
+        "  ITL p50 7.00 ms (6.00-8.00, mean error; S2)",
+        "  ITL p90 12.00 ms (8.00-16.00, mean error; S3)",
         "  2 call(s) refused by the router's queue (full or timed out); TTFT counts the rest",
         "  SLO (TTFT p90 <= 6 s): met",
     ]
@@ -359,21 +362,21 @@ def test_predicted_times_take_a_shape_the_osl_and_the_slo(monkeypatch: pytest.Mo
         "rejected": 0,
         "tokens_per_s_per_call": 100.0,
         "notes": [BAND_CITATION, VERSION],
-        "ttft_p50": figure_dict(1000.0, 490.0, 1510.0, ttft_src, f"1.00 s (0.49-1.51; {ttft_src})"),
-        "ttft_p90": figure_dict(1000.0, 490.0, 1510.0, ttft_src, f"1.00 s (0.49-1.51; {ttft_src})"),
+        "ttft_p50": figure_dict(1000.0, 490.0, 1510.0, ttft_src, f"1.00 s (0.49-1.51, mean error; {ttft_src})"),
+        "ttft_p90": figure_dict(1000.0, 490.0, 1510.0, ttft_src, f"1.00 s (0.49-1.51, mean error; {ttft_src})"),
         "itl_p50": figure_dict(
             10.0,
             6.9,
             13.1,
             f"{MEASURED}; our model: decode batch 1.0, bf16 index keys",
-            f"10.00 ms (6.90-13.10; {MEASURED}; our model: decode batch 1.0, bf16 index keys)",
+            f"10.00 ms (6.90-13.10, mean error; {MEASURED}; our model: decode batch 1.0, bf16 index keys)",
         ),
         "itl_p90": figure_dict(
             10.0,
             6.9,
             13.1,
             f"{MEASURED}; our model: decode p90 batch 1, bf16 index keys",
-            f"10.00 ms (6.90-13.10; {MEASURED}; our model: decode p90 batch 1, bf16 index keys)",
+            f"10.00 ms (6.90-13.10, mean error; {MEASURED}; our model: decode p90 batch 1, bf16 index keys)",
         ),
         "slo": "TTFT p90 <= 999 ms",
         "slo_misses": ["TTFT p90 1.0 s > 999 ms"],
@@ -399,21 +402,21 @@ def test_predicted_times_at_the_calls_length_where_the_kv_pool_binds() -> None:
         "rejected": 0,
         "tokens_per_s_per_call": 100.0,
         "notes": [BAND_CITATION, VERSION],
-        "ttft_p50": figure_dict(3250.0, 1592.5, 4907.5, ttft_src, f"3.25 s (1.59-4.91; {ttft_src})"),
-        "ttft_p90": figure_dict(5770.0, 2827.3, 8712.7, ttft_src, f"5.77 s (2.83-8.71; {ttft_src})"),
+        "ttft_p50": figure_dict(3250.0, 1592.5, 4907.5, ttft_src, f"3.25 s (1.59-4.91, mean error; {ttft_src})"),
+        "ttft_p90": figure_dict(5770.0, 2827.3, 8712.7, ttft_src, f"5.77 s (2.83-8.71, mean error; {ttft_src})"),
         "itl_p50": figure_dict(
             10.0,
             6.9,
             13.1,
             f"{MEASURED}; our model: decode batch 55.0, bf16 index keys",
-            f"10.00 ms (6.90-13.10; {MEASURED}; our model: decode batch 55.0, bf16 index keys)",
+            f"10.00 ms (6.90-13.10, mean error; {MEASURED}; our model: decode batch 55.0, bf16 index keys)",
         ),
         "itl_p90": figure_dict(
             10.0,
             6.9,
             13.1,
             f"{MEASURED}; our model: decode p90 batch 55, bf16 index keys",
-            f"10.00 ms (6.90-13.10; {MEASURED}; our model: decode p90 batch 55, bf16 index keys)",
+            f"10.00 ms (6.90-13.10, mean error; {MEASURED}; our model: decode p90 batch 55, bf16 index keys)",
         ),
     }
 
@@ -422,7 +425,7 @@ def test_predicted_times_at_the_calls_length_where_the_kv_pool_binds() -> None:
 
 
 def itl_text(batch: str) -> str:
-    return f"10.00 ms (6.90-13.10; {MEASURED}; our model: {batch}, bf16 index keys)"
+    return f"10.00 ms (6.90-13.10, mean error; {MEASURED}; our model: {batch}, bf16 index keys)"
 
 
 def test_the_audit_at_the_calls_lengths_and_the_measured_load() -> None:
@@ -442,16 +445,16 @@ def test_the_audit_at_the_calls_lengths_and_the_measured_load() -> None:
     assert found["predicted"] == [
         {
             "shape": "the longest call, 64 x 524,286 tokens at the router's admission",
-            "ttft_p50": f"8.32 s (4.08-12.56; {longest_src})",
-            "ttft_p90": f"14.77 s (7.24-22.30; {longest_src})",
+            "ttft_p50": f"8.32 s (4.08-12.56, mean error; {longest_src})",
+            "ttft_p90": f"14.77 s (7.24-22.30, mean error; {longest_src})",
             "itl_p50": itl_text("decode batch 21.0"),
             "itl_p90": itl_text("decode p90 batch 21"),
             "binding": "decode engine",
         },
         {
             "shape": "a typical call, 64 x 32,768 tokens at the router's admission",
-            "ttft_p50": f"0.52 s (0.25-0.79; {typical_src})",
-            "ttft_p90": f"0.92 s (0.45-1.39; {typical_src})",
+            "ttft_p50": f"0.52 s (0.25-0.79, mean error; {typical_src})",
+            "ttft_p90": f"0.92 s (0.45-1.39, mean error; {typical_src})",
             "itl_p50": itl_text("decode batch 63.9"),
             "itl_p90": itl_text("decode p90 batch 64"),
             "binding": "none",
@@ -469,10 +472,12 @@ def test_the_audit_at_the_calls_lengths_and_the_measured_load() -> None:
         "rejected": 0,
         "tokens_per_s_per_call": 50.0,  # 20 ms a step at half speed
         "notes": [BAND_CITATION, VERSION],
-        "ttft_p50": figure_dict(6240.0, 3057.6, 9422.4, load_src, f"6.24 s (3.06-9.42; {load_src})"),
-        "ttft_p90": figure_dict(11078.4, 5428.416, 16728.384, load_src, f"11.08 s (5.43-16.73; {load_src})"),
-        "itl_p50": figure_dict(20.0, 13.8, 26.2, itl50, f"20.00 ms (13.80-26.20; {itl50})"),
-        "itl_p90": figure_dict(20.0, 13.8, 26.2, itl90, f"20.00 ms (13.80-26.20; {itl90})"),
+        "ttft_p50": figure_dict(6240.0, 3057.6, 9422.4, load_src, f"6.24 s (3.06-9.42, mean error; {load_src})"),
+        "ttft_p90": figure_dict(
+            11078.4, 5428.416, 16728.384, load_src, f"11.08 s (5.43-16.73, mean error; {load_src})"
+        ),
+        "itl_p50": figure_dict(20.0, 13.8, 26.2, itl50, f"20.00 ms (13.80-26.20, mean error; {itl50})"),
+        "itl_p90": figure_dict(20.0, 13.8, 26.2, itl90, f"20.00 ms (13.80-26.20, mean error; {itl90})"),
         "workload": {"isl": 190_000, "osl": 10_000, "concurrency": 64},
         "speed_factor": 0.5,
     }
@@ -512,10 +517,10 @@ def test_the_audit_names_the_calls_the_routers_queue_refuses(monkeypatch: pytest
     monkeypatch.setattr(perf, "predict_shapes", canned)
     found = perf.audit_predictions(*production(), DSV4, steps=Stub())
     common = {
-        "ttft_p50": "4.00 s (3.00-5.00; S1)",
-        "ttft_p90": "6.00 s (5.00-7.00; S1)",
-        "itl_p50": "7.00 ms (6.00-8.00; S2)",
-        "itl_p90": "12.00 ms (8.00-16.00; S3)",
+        "ttft_p50": "4.00 s (3.00-5.00, mean error; S1)",
+        "ttft_p90": "6.00 s (5.00-7.00, mean error; S1)",
+        "itl_p50": "7.00 ms (6.00-8.00, mean error; S2)",
+        "itl_p90": "12.00 ms (8.00-16.00, mean error; S3)",
     }
     assert found["predicted"] == [
         {
@@ -541,14 +546,14 @@ def test_request_times_idle_and_at_the_admitted_concurrency() -> None:
     assert lines == [
         "idle fleet, time: 1 call(s) of 199,000 in + 1,000 out arriving at once: bound by nothing (every stage keeps "
         "up), decode batch 1.0",
-        f"  TTFT p50 0.10 s (0.05-0.15; {one_src})",
-        f"  TTFT p90 0.10 s (0.05-0.15; {one_src})",
+        f"  TTFT p50 0.10 s (0.05-0.15, mean error; {one_src})",
+        f"  TTFT p90 0.10 s (0.05-0.15, mean error; {one_src})",
         f"  ITL p50 {itl_text('decode batch 1.0')}",
         f"  ITL p90 {itl_text('decode p90 batch 1')}",
         "at the admitted concurrency (64, the router's max_concurrent_requests), time: 64 call(s) of 199,000 in + "
         "1,000 out arriving at once: bound by the decode engine, decode batch 55.0",
-        f"  TTFT p50 3.25 s (1.59-4.91; {many_src})",
-        f"  TTFT p90 5.77 s (2.83-8.71; {many_src})",
+        f"  TTFT p50 3.25 s (1.59-4.91, mean error; {many_src})",
+        f"  TTFT p90 5.77 s (2.83-8.71, mean error; {many_src})",
         f"  ITL p50 {itl_text('decode batch 55.0')}",
         f"  ITL p90 {itl_text('decode p90 batch 55')}",
     ]
@@ -600,8 +605,8 @@ def test_one_more_prefill_host_at_todays_chunk_size() -> None:
     assert option.times == [
         "time: 20 call(s) of 3,000 in + 1,000 out arriving at once: bound by nothing (every stage keeps up), "
         "decode batch 18.2",
-        f"  TTFT p50 3.00 s (1.47-4.53; {src})",
-        f"  TTFT p90 5.00 s (2.45-7.55; {src})",
+        f"  TTFT p50 3.00 s (1.47-4.53, mean error; {src})",
+        f"  TTFT p90 5.00 s (2.45-7.55, mean error; {src})",
         f"  ITL p50 {itl_text('decode batch 18.2')}",
         f"  ITL p90 {itl_text('decode p90 batch 20')}",
         "  SLO (TTFT p90 <= 5 s): met",
@@ -618,8 +623,8 @@ def test_the_added_option_is_predicted_at_the_asked_output_length() -> None:
     assert option.times == [
         "time: 20 call(s) of 3,500 in + 500 out arriving at once: bound by nothing (every stage keeps up), "
         "decode batch 16.7",
-        f"  TTFT p50 3.00 s (1.47-4.53; {src})",
-        f"  TTFT p90 5.00 s (2.45-7.55; {src})",
+        f"  TTFT p50 3.00 s (1.47-4.53, mean error; {src})",
+        f"  TTFT p90 5.00 s (2.45-7.55, mean error; {src})",
         f"  ITL p50 {itl_text('decode batch 16.7')}",
         f"  ITL p90 {itl_text('decode p90 batch 20')}",
         "  SLO (TTFT p90 <= 5 s): met",
@@ -635,7 +640,8 @@ def test_two_more_prefill_hosts_and_a_larger_chunk() -> None:
     assert option.title == "add 2 prefill hosts, chunked_prefill_size 32768"
     assert option.diff_lines()[-1] == "sglang_prefill.chunked_prefill_size: 8192 -> 32768"
     assert (
-        option.times[2] == f"  TTFT p90 4.00 s (1.96-6.04; {MEASURED}; our model: 2 chunks, queueing, bf16 index keys)"
+        option.times[2]
+        == f"  TTFT p90 4.00 s (1.96-6.04, mean error; {MEASURED}; our model: 2 chunks, queueing, bf16 index keys)"
     )
 
 
@@ -645,7 +651,10 @@ def test_a_chunk_size_the_validation_refuses_is_passed_over() -> None:
     result = planned(6, 33_769, 4000.0)
     (option,) = result.options
     assert option.title == "add 5 prefill hosts, chunked_prefill_size 16384"
-    assert option.times[2] == f"  TTFT p90 3.00 s (1.47-4.53; {MEASURED}; our model: 3 chunks, bf16 index keys)"
+    assert (
+        option.times[2]
+        == f"  TTFT p90 3.00 s (1.47-4.53, mean error; {MEASURED}; our model: 3 chunks, bf16 index keys)"
+    )
 
 
 def test_up_to_48_more_prefill_hosts() -> None:
@@ -673,7 +682,8 @@ def test_no_option_within_48_more_prefill_hosts() -> None:
     assert result.options == []
     assert result.refused == [
         "today's fleet: no option within 48 more prefill hosts and chunk sizes 8192, 16384, 32768 meets the SLO "
-        f"(TTFT p90 <= 2 s); the best gives TTFT p90 3.20 s (1.57-4.83; {MEASURED}; our model: 2 chunks, queueing, "
+        f"(TTFT p90 <= 2 s); the best gives TTFT p90 3.20 s (1.57-4.83, mean error; {MEASURED}; our "
+        f"model: 2 chunks, queueing, "
         f"bf16 index keys), ITL p90 {itl_text('decode p90 batch 55')}"
     ]
 
@@ -694,7 +704,9 @@ def test_more_prefill_hosts_on_top_of_an_answer() -> None:
         "sglang_prefill.chunked_prefill_size: 8192 -> 16384",
     ]
     assert more.meets_slo is True
-    assert more.times[2] == f"  TTFT p90 6.00 s (2.94-9.06; {MEASURED}; our model: queueing, bf16 index keys)"
+    assert (
+        more.times[2] == f"  TTFT p90 6.00 s (2.94-9.06, mean error; {MEASURED}; our model: queueing, bf16 index keys)"
+    )
 
 
 def test_no_option_on_top_of_an_answer() -> None:
@@ -705,7 +717,8 @@ def test_no_option_on_top_of_an_answer() -> None:
     assert [o.title for o in result.options] == ["admit more calls"]
     assert result.refused == [
         "admit more calls: no option within 48 more prefill hosts and chunk sizes 8192, 16384, 32768 meets the SLO "
-        f"(TTFT p90 <= 500 ms); the best gives TTFT p90 1.00 s (0.49-1.51; {MEASURED}; our model: queueing, bf16 index "
+        f"(TTFT p90 <= 500 ms); the best gives TTFT p90 1.00 s (0.49-1.51, mean error; {MEASURED}; our "
+        f"model: queueing, bf16 index "
         f"keys), ITL p90 {itl_text('decode p90 batch 65')}"
     ]
 

@@ -324,14 +324,18 @@ def test_not_a_prefill_pass(steps: TableSteps, isl: int, prefix: int, batch: int
     with pytest.raises(ValueError) as caught:
         prefill(steps, isl, prefix, batch)
     assert str(caught.value) == (
-        f"not a prefill pass: PrefillQuery(model='m', tp=2, ep=3, isl={isl}, prefix={prefix}, batch={batch})"
+        f"not a prefill pass: PrefillQuery(model='m', tp=2, ep=3, isl={isl}, prefix={prefix}, "
+        f"batch={batch}, interconnect='nvlink')"
     )
 
 
 def test_not_a_decode_step(steps: TableSteps) -> None:
     with pytest.raises(ValueError) as caught:
         decode(steps, 256, 0)
-    assert str(caught.value) == "not a decode step: DecodeQuery(model='m', tp=2, ep=3, context=256, batch=0)"
+    assert (
+        str(caught.value)
+        == "not a decode step: DecodeQuery(model='m', tp=2, ep=3, context=256, batch=0, interconnect='nvlink')"
+    )
 
 
 def test_every_grid_point_is_answered_as_priced_with_the_tables_origin(steps: TableSteps) -> None:

@@ -220,7 +220,8 @@ def test_plan_times_each_shape_on_the_default_source_and_judges_risks_at_the_las
     rc = cli.plan_command("prod", ["100x200k", "10x4k"], SLO, 500)
     assert (rc, *capsys.readouterr()) == (
         0,
-        "time from: AIConfigurator 1.0-default (its measured H200 step data)\n\n"
+        "time: UNCALIBRATED, a generic H200's step times and not this fleet's (no sglang_perf_measured declared; "
+        "docs/time.md); from: AIConfigurator 1.0-default (its measured H200 step data)\n\n"
         "PLAN 100x200000 prod\nPLAN 10x4000 prod\nRISKS\n",
         "",
     )
@@ -240,7 +241,10 @@ def test_plan_without_an_slo_times_with_none_and_judges_risks_at_the_default_slo
     assert cli.plan_command("prod", ["10x4k"], slo) == 0
     assert recorded["timed"] == [(Shape(10, 4000), None, DEFAULT, 1000)]
     assert recorded["risks"] == [(4000, perf.Slo(60_000.0, 80.0, None), 1000, DEFAULT)]
-    assert capsys.readouterr().out.startswith("time from: AIConfigurator 1.0-default")
+    assert capsys.readouterr().out.startswith(
+        "time: UNCALIBRATED, a generic H200's step times and not this fleet's (no sglang_perf_measured declared; "
+        "docs/time.md); from: AIConfigurator 1.0-default"
+    )
 
 
 @pytest.mark.parametrize(("from_live", "path"), [("", None), ("reports/audit-x", "reports/audit-x")])
@@ -252,7 +256,8 @@ def test_plan_from_live_reads_the_audit_reports_and_shapes_them_with_the_default
     rc = cli.plan_command("prod", ["10x4k"], SLO, 700, from_live)
     assert (rc, *capsys.readouterr()) == (
         0,
-        "time from: AIConfigurator 2.0-live (its measured H200 step data)\n\nPLAN 10x4000 prod\nRISKS\n",
+        "time: UNCALIBRATED, a generic H200's step times and not this fleet's (no sglang_perf_measured declared; "
+        "docs/time.md); from: AIConfigurator 2.0-live (its measured H200 step data)\n\nPLAN 10x4000 prod\nRISKS\n",
         "",
     )
     assert recorded == {

@@ -82,6 +82,12 @@ class EstimatorSteps(OfflineSteps):
         return "0.12.0"
 
 
+UNCALIBRATED = (
+    "time: UNCALIBRATED, a generic H200's step times and not this fleet's (no sglang_perf_measured declared; "
+    "docs/time.md); from: "
+)
+
+
 class VersionLabel(OfflineSteps):
     version = "0.12.0"  # a label, not a method: not the estimator's
 
@@ -95,9 +101,9 @@ class VersionLabel(OfflineSteps):
     ],
 )
 def test_steps_origin_names_the_estimator_by_its_version_else_the_source_type(steps: StepSource, origin: str) -> None:
-    """The "time from:" line of `plan`: a source with a version() method is AIConfigurator's; any other source is
-    named by its type."""
-    assert cli.steps_origin(steps) == origin
+    """The time line on top of `plan`: a source that is not calibrated says so first; then a source with a version()
+    method is AIConfigurator's; any other source is named by its type."""
+    assert cli.steps_origin(steps) == UNCALIBRATED + origin
 
 
 ROUTER_ALERTS = ["SMGAdmissionNearLimit", "SMGQueueNearFull", "SMGRejecting429", "SMGWorkersUnhealthy", "SMGRouterDown"]

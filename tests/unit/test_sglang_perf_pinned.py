@@ -60,8 +60,8 @@ FP8 = FleetShape("m")
 def test_a_figure_is_banded_by_its_estimated_part() -> None:
     figure = Figure(1500.0, 1000.0, 0.5, "src")
     assert (figure.low, figure.high) == (1000.0, 2000.0)
-    assert figure.text() == "1.50 s (1.00-2.00; src)"
-    assert figure.text("ms") == "1,500.00 ms (1,000.00-2,000.00; src)"
+    assert figure.text() == "1.50 s (1.00-2.00, mean error; src)"
+    assert figure.text("ms") == "1,500.00 ms (1,000.00-2,000.00, mean error; src)"
     assert Figure(math.inf, 0.0, 0.5, "src").text() == "unbounded (the stage is over capacity)"
 
 

@@ -1263,6 +1263,18 @@ def test_host_problems_come_sorted_by_host() -> None:
     assert check_fleet(hostvars, groups, DSV4) == [f"a: {rule}", f"b: {rule}"]
 
 
+# A measured point as the production inventory declares it (inventories/production/group_vars/all/perf.yml).
+MEASURED_POINT = {
+    "figure": "output_tokens_per_s",
+    "value": 64,
+    "unit": "tokens/s",
+    "calls": 1,
+    "input_tokens": 16384,
+    "output_tokens": 1000,
+    "date": "2026-11-30",
+    "source": "the deployment",
+}
+
 HOST: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     ("as-declared", {}, set(), []),
     ("gpu-memory-small-but-positive", {"sglang_gpu_memory_gib": 0.5}, set(), []),
@@ -1342,6 +1354,100 @@ HOST: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
         {_M: {"name": "deepseek-v4-flash", "path": "/m"}},
         set(),
         [],
+    ),
+    ("interconnect-pcie", {"sglang_interconnect": "pcie"}, set(), []),
+    ("interconnect-nvlink", {"sglang_interconnect": "nvlink"}, set(), []),
+    (
+        "interconnect-unknown",
+        {"sglang_interconnect": "infiniband"},
+        {"host.interconnect_known"},
+        [
+            "h: sglang_interconnect='infiniband': must be nvlink or pcie (the path of the TP all-reduces between "
+            "this host's GPUs) [host.interconnect_known]; fix: declare pcie for GPUs without NVLink between them, "
+            "else nvlink (the default)"
+        ],
+    ),
+    (
+        "perf-measured-valid",
+        {"sglang_perf_measured": [MEASURED_POINT]},
+        set(),
+        [],
+    ),
+    (
+        "perf-measured-not-a-list",
+        {"sglang_perf_measured": MEASURED_POINT},
+        {"host.perf_measured_valid"},
+        [
+            f"h: sglang_perf_measured={MEASURED_POINT!r}: must be a list of measured points "
+            "[host.perf_measured_valid]; fix: see docs/time.md"
+        ],
+    ),
+    (
+        "perf-measured-unknown-figure",
+        {"sglang_perf_measured": [MEASURED_POINT | {"figure": "tpot"}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].figure='tpot': must be one of ttft_p50, ttft_p90, prefill_pass, itl_p50, "
+            "itl_p90, output_tokens_per_s, decode_step [host.perf_measured_valid]; fix: name what was measured"
+        ],
+    ),
+    (
+        "perf-measured-unit-of-another-figure",
+        {"sglang_perf_measured": [MEASURED_POINT | {"unit": "ms"}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].unit='ms': output_tokens_per_s is in tokens/s [host.perf_measured_valid]; "
+            "fix: unit: tokens/s"
+        ],
+    ),
+    (
+        "perf-measured-zero",
+        {"sglang_perf_measured": [MEASURED_POINT | {"value": 0}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].value=0: must be a number > 0 (tokens/s) [host.perf_measured_valid]; fix: "
+            "the measured figure"
+        ],
+    ),
+    (
+        "perf-measured-undated",
+        {"sglang_perf_measured": [MEASURED_POINT | {"date": "last week"}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].date='last week': must be the day it was measured [host.perf_measured_valid]; "
+            "fix: date: YYYY-MM-DD"
+        ],
+    ),
+    (
+        "perf-measured-no-source",
+        {"sglang_perf_measured": [MEASURED_POINT | {"source": " "}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].source=' ': must say where the figure comes from [host.perf_measured_valid]; "
+            "fix: source: <how it was measured>"
+        ],
+    ),
+    (
+        "perf-measured-no-shape",
+        {"sglang_perf_measured": [{k: v for k, v in MEASURED_POINT.items() if k != "input_tokens"}]},
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].input_tokens=None: must be a whole number >= 1 [host.perf_measured_valid]; "
+            "fix: the input tokens measured at"
+        ],
+    ),
+    (
+        "perf-measured-decode-step-without-batch",
+        {
+            "sglang_perf_measured": [
+                {"figure": "decode_step", "value": 15.6, "context": 16384, "date": "2026-11-30"} | {"source": "s"}
+            ]
+        },
+        {"host.perf_measured_valid"},
+        [
+            "h: sglang_perf_measured[0].batch=None: must be a whole number >= 1 [host.perf_measured_valid]; fix: "
+            "the batch measured at"
+        ],
     ),
 ]
 

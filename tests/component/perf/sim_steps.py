@@ -1,5 +1,5 @@
 """The simulator's step table (sim/sglang_sim/step_tables/): the production envelope's model and tp priced by
-AIConfigurator over sglang_perf_table's grid. `make sim-steps` writes it; test_step_table.py checks the committed one
+AIConfigurator with the time model's default corrections (sglang_perf_corrections) over sglang_perf_table's grid. `make sim-steps` writes it; test_step_table.py checks the committed one
 against what AIConfigurator answers now.
 
     .venv/bin/python tests/component/perf/sim_steps.py --write sim/sglang_sim/step_tables/<name>.json
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import aic_model
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps, PerfVenvMissing
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_corrections import default_corrections
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_table import Grid, build_table, save, table_name
 
 REPO = Path(__file__).resolve().parents[3]
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
     except PerfVenvMissing as exc:
         print(exc, file=sys.stderr)
         return 1
-    table = build_table(steps, GRID)
+    table = build_table(default_corrections(steps), GRID)
     save(table, args.write)
     print(f"{args.write}: {len(table.prefill)} prefill and {len(table.decode)} decode points ({table.origin})")
     return 0

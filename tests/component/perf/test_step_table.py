@@ -1,4 +1,5 @@
-"""The simulator's committed step table (sim/sglang_sim/step_tables/, `make sim-steps`) against AIConfigurator now:
+"""The simulator's committed step table (sim/sglang_sim/step_tables/, `make sim-steps`) against AIConfigurator now,
+with the time model's default corrections (sglang_perf_corrections) as the table is built:
 the grid points of a sample across the table equal to what the estimator answers for them, and the table's
 interpolation close to the estimator off the grid, at the shapes the simulator's tests and the lab run."""
 
@@ -9,6 +10,7 @@ from typing import Any, TypeVar
 import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_corrections import default_corrections
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_table import FIELDS, TableSteps, load
 from sim_steps import GRID, TABLE
 
@@ -30,7 +32,7 @@ def test_the_committed_table_is_what_the_estimator_answers(aic: AicSteps) -> Non
     pq, dq = sampled(GRID.prefill_queries()), sampled(GRID.decode_queries())
     assert set(committed.prefill) == {(q.isl, q.prefix, q.batch) for q in GRID.prefill_queries()}
     assert set(committed.decode) == {(q.context, q.batch) for q in GRID.decode_queries()}
-    p_times, d_times = aic.both(pq, dq)
+    p_times, d_times = default_corrections(aic).both(pq, dq)
     assert {(t.origin, t.data_version) for t in [*p_times, *d_times]} == {(committed.origin, committed.data_version)}
     points: list[tuple[str, tuple[int, ...], dict[Any, Any], Any]] = [
         *(("prefill", (q.isl, q.prefix, q.batch), committed.prefill, t) for q, t in zip(pq, p_times, strict=True)),
@@ -57,7 +59,7 @@ def test_off_the_grid_the_table_is_close_to_the_estimator(aic: AicSteps) -> None
     ]
     decodes = [DecodeQuery(m, 4, 4, 1016, 16), DecodeQuery(m, 4, 4, 100_000, 48), DecodeQuery(m, 4, 4, 200_500, 55)]
     table = TableSteps(load(TABLE))
-    p_aic, d_aic = aic.both(prefills, decodes)
+    p_aic, d_aic = default_corrections(aic).both(prefills, decodes)
     ours = table.prefill(prefills) + table.decode(decodes)
     for query, theirs, mine in zip([*prefills, *decodes], p_aic + d_aic, ours, strict=True):
         assert mine.ms == pytest.approx(theirs.ms, rel=0.05), query

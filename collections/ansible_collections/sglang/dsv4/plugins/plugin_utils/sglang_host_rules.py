@@ -7,6 +7,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .sglang_perf import INTERCONNECT, NVLINK, PCIE
+from .sglang_perf_calibration import VARIABLE as PERF_MEASURED
+from .sglang_perf_calibration import MeasuredPointError, parse_points
 from .sglang_rules import Finding, Rule
 
 # At least this many parameters in `params_b` means a count of parameters, not billions.
@@ -125,6 +128,24 @@ def _quantization_agrees(c: HostContext) -> Iterator[Finding]:
     yield from _agrees(*FACTS[1], c)
 
 
+def _interconnect_known(c: HostContext) -> Iterator[Finding]:
+    link = c.hostvars.get(INTERCONNECT)
+    if link is not None and link not in (NVLINK, PCIE):
+        yield Finding(
+            f"{c.host}: {INTERCONNECT}",
+            link,
+            f"must be {NVLINK} or {PCIE} (the path of the TP all-reduces between this host's GPUs)",
+            f"declare {PCIE} for GPUs without NVLink between them, else {NVLINK} (the default)",
+        )
+
+
+def _perf_measured_valid(c: HostContext) -> Iterator[Finding]:
+    try:
+        parse_points(c.hostvars.get(PERF_MEASURED))
+    except MeasuredPointError as exc:
+        yield Finding(f"{c.host}: {exc.var}", exc.value, exc.rule, exc.fix)
+
+
 HOST_RULES: tuple[Rule, ...] = (
     Rule(
         "host.gpu_memory_positive",
@@ -197,6 +218,23 @@ HOST_RULES: tuple[Rule, ...] = (
         "a declared quantization agrees with the model config's",
         "remove sglang_model.quantization (it is then taken from the model config) or correct the one that is wrong",
         _quantization_agrees,
+    ),
+    Rule(
+        "host.interconnect_known",
+        1,
+        (INTERCONNECT,),
+        f"is {NVLINK} or {PCIE}",
+        f"declare {PCIE} for GPUs without NVLink between them, else {NVLINK} (the default)",
+        _interconnect_known,
+    ),
+    Rule(
+        "host.perf_measured_valid",
+        1,
+        (PERF_MEASURED,),
+        "each measured point names a known figure, its unit, a value > 0, the shape it was measured at, its day "
+        "(YYYY-MM-DD) and its source",
+        "correct the point the message names (docs/time.md lists the figures and their shapes)",
+        _perf_measured_valid,
     ),
 )
 # The rules of model_fact_problems: the model facts against the model config.

@@ -29,6 +29,9 @@ VERSION_NOTE = (
     "step data measured with SGLang {data}; this fleet runs SGLang 0.5.23, whose kernels may differ (not corrected)"
 )
 OUR_MODEL = "our model"
+NVLINK, PCIE = "nvlink", "pcie"  # a host's GPU interconnect (INTERCONNECT): the TP all-reduces' path
+INTERCONNECT = "sglang_interconnect"
+MEAN_NOT_BOUND = "AIConfigurator's published mean error, not a bound"
 # the closed loop's steady decode batch is found to within this many calls
 CONVERGED = 1e-6
 
@@ -51,6 +54,7 @@ class PrefillQuery:
     isl: int
     prefix: int
     batch: int
+    interconnect: str = NVLINK
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class DecodeQuery:
     ep: int
     context: int
     batch: int
+    interconnect: str = NVLINK
 
 
 @dataclass(frozen=True)
@@ -75,14 +80,59 @@ class StepTime:
     attention_ms: float
     origin: str  # "AIConfigurator 0.12.0, SGLang 0.5.14 data" or "live"
     data_version: str = ""
+    interconnect_ms: float = 0.0  # the TP all-reduces moved to PCIe (our model on AIConfigurator's PCIe spec)
+
+    def scaled(self, factor: float, note: str = "") -> StepTime:
+        """This step `factor` times as long, every part alike; `note` appended to its origin."""
+        return StepTime(
+            self.ms * factor,
+            self.measured_ms * factor,
+            self.extrapolated_ms * factor,
+            self.sol_ms * factor,
+            self.attention_ms * factor,
+            f"{self.origin}; {note}" if note else self.origin,
+            self.data_version,
+            self.interconnect_ms * factor,
+        )
+
+
+@dataclass(frozen=True)
+class Band:
+    """How far a predicted time may be off: `rel` of the part the step source priced; `why` in words; `bound` False
+    where it is a published mean error (a typical miss, not a limit)."""
+
+    rel: float
+    why: str
+    bound: bool = False
+
+
+PUBLISHED_BANDS = {
+    "prefill": Band(MAPE_TTFT, f"{MEAN_NOT_BOUND} ({MAPE_TTFT:.0%} on TTFT)"),
+    "decode": Band(MAPE_ITL, f"{MEAN_NOT_BOUND} ({MAPE_ITL:.0%} on TPOT)"),
+}
 
 
 class StepSource(Protocol):
-    """Per-step times. AicSteps asks AIConfigurator; a live source (issue 31) answers from measured rates."""
+    """Per-step times. AicSteps asks AIConfigurator; LiveSteps answers from measured rates; the wrappers of
+    sglang_perf_corrections and sglang_perf_calibration correct another source's answers."""
 
     def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]: ...
 
     def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]: ...
+
+
+@runtime_checkable
+class BandedStepSource(Protocol):
+    """A StepSource that knows its own error at a step (a calibrated one: from its points' residuals)."""
+
+    def band(self, stage: str, context: int, batch: float) -> Band: ...
+
+
+def band_of(steps: StepSource, stage: str, context: int, batch: float) -> Band:
+    """`steps`' own band for a `stage` step ("prefill" or "decode") at `context` and `batch`, else the published one."""
+    if isinstance(steps, BandedStepSource):
+        return steps.band(stage, context, batch)
+    return PUBLISHED_BANDS[stage]
 
 
 @runtime_checkable
@@ -92,6 +142,15 @@ class BatchedStepSource(Protocol):
     def both(
         self, prefills: Sequence[PrefillQuery], decodes: Sequence[DecodeQuery]
     ) -> tuple[list[StepTime], list[StepTime]]: ...
+
+
+def ask(
+    steps: StepSource, prefills: Sequence[PrefillQuery], decodes: Sequence[DecodeQuery]
+) -> tuple[list[StepTime], list[StepTime]]:
+    """`steps`' answers to prefill and decode queries: in one round where the source can (BatchedStepSource)."""
+    if isinstance(steps, BatchedStepSource):
+        return steps.both(prefills, decodes)
+    return steps.prefill(prefills), steps.decode(decodes)
 
 
 class OneRoundSteps:
@@ -123,6 +182,8 @@ class FleetShape:
     decode_tp: int = 4
     prefill_ep: int = 4
     decode_ep: int = 4
+    prefill_interconnect: str = NVLINK
+    decode_interconnect: str = NVLINK
     chunked_prefill_size: int = 8192
     decode_max_running: int = 64
     kv_bytes_per_token: float = 0.0
@@ -156,8 +217,9 @@ class Figure:
 
     ms: float
     estimated_ms: float
-    mape: float
+    mape: float  # the band's relative width over estimated_ms (Band.rel)
     source: str
+    bound: bool = False  # False: the band is a published mean error, not a bound (Band.bound)
 
     @property
     def low(self) -> float:
@@ -171,7 +233,8 @@ class Figure:
         if math.isinf(self.ms):
             return "unbounded (the stage is over capacity)"
         scale = 1000.0 if unit == "s" else 1.0
-        return f"{self.ms / scale:,.2f} {unit} ({self.low / scale:,.2f}-{self.high / scale:,.2f}; {self.source})"
+        kind = "" if self.bound else ", mean error"
+        return f"{self.ms / scale:,.2f} {unit} ({self.low / scale:,.2f}-{self.high / scale:,.2f}{kind}; {self.source})"
 
 
 @dataclass(frozen=True)
@@ -195,6 +258,7 @@ class Prediction:
     terms: list[Term] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     rejected: int = 0
+    uncalibrated: Prediction | None = None  # the same from the uncalibrated step source, where this one is calibrated
 
     @property
     def tokens_per_s_per_call(self) -> float:
@@ -239,6 +303,8 @@ def fleet_shape(
     router_max_concurrent: int | None = None,
     router_queue_size: int | None = None,
     router_queue_timeout_s: float | None = None,
+    prefill_interconnect: str = NVLINK,
+    decode_interconnect: str = NVLINK,
 ) -> FleetShape:
     """A FleetShape with the KV facts taken from sglang_capacity (bytes per token per GPU, index-key widths)."""
     share, ratio = index_facts(config, bf16_index_k)
@@ -262,6 +328,8 @@ def fleet_shape(
         router_max_concurrent=router_max_concurrent,
         router_queue_size=router_queue_size,
         router_queue_timeout_s=router_queue_timeout_s,
+        prefill_interconnect=prefill_interconnect,
+        decode_interconnect=decode_interconnect,
     )
 
 
@@ -303,15 +371,16 @@ def prefill_pass(fleet: FleetShape, isl: int, batch: int, steps: StepSource, pre
     if not 0 <= prefix < isl:
         raise ValueError(f"a prefill pass computes at least one token: 0 <= prefix < isl (prefix={prefix}, isl={isl})")
     m, tp, ep, chunk = fleet.model, fleet.prefill_tp, fleet.prefill_ep, fleet.chunked_prefill_size
+    link = fleet.prefill_interconnect
     if isl - prefix <= chunk:
-        queries = [PrefillQuery(m, tp, ep, isl, prefix, batch)]
-        refs = [PrefillQuery(m, tp, ep, isl - prefix, 0, batch)] if prefix else queries
+        queries = [PrefillQuery(m, tp, ep, isl, prefix, batch, link)]
+        refs = [PrefillQuery(m, tp, ep, isl - prefix, 0, batch, link)] if prefix else queries
         picks, chunks, repeat = [0], 1, 1
     else:
         spans = [(prefix + start, prefix + end) for start, end in terms.chunk_spans(isl - prefix, chunk)]
         picks, chunks, repeat = terms.sampled_chunks(len(spans)), len(spans), batch
-        queries = [PrefillQuery(m, tp, ep, spans[i][1], spans[i][0], 1) for i in picks]
-        refs = [PrefillQuery(m, tp, ep, spans[i][1] - spans[i][0], 0, 1) for i in picks]
+        queries = [PrefillQuery(m, tp, ep, spans[i][1], spans[i][0], 1, link) for i in picks]
+        refs = [PrefillQuery(m, tp, ep, spans[i][1] - spans[i][0], 0, 1, link) for i in picks]
     bf16 = _bf16(fleet)
     answers = steps.prefill(queries + (refs if bf16 else []))
     times, ref_times = answers[: len(queries)], answers[len(queries) :]
@@ -337,9 +406,9 @@ def decode_steps(
 ) -> list[tuple[StepTime, float]]:
     """Decode steps of a decode engine of `fleet` at (context, batch) points, in one round of queries: each step's
     time from the source and its bf16 index-key term (ms; the same batch at one page of context is the reference)."""
-    m, tp, ep = fleet.model, fleet.decode_tp, fleet.decode_ep
-    queries = [DecodeQuery(m, tp, ep, context, batch) for context, batch in points]
-    refs = [DecodeQuery(m, tp, ep, cap.DSV4_PAGE_SIZE, batch) for _context, batch in points]
+    m, tp, ep, link = fleet.model, fleet.decode_tp, fleet.decode_ep, fleet.decode_interconnect
+    queries = [DecodeQuery(m, tp, ep, context, batch, link) for context, batch in points]
+    refs = [DecodeQuery(m, tp, ep, cap.DSV4_PAGE_SIZE, batch, link) for _context, batch in points]
     bf16 = _bf16(fleet)
     answers = steps.decode(queries + (refs if bf16 else []))
     times, ref_times = answers[: len(queries)], answers[len(queries) :]
@@ -367,11 +436,14 @@ def _source(steps: Sequence[StepTime]) -> tuple[str, str]:
     total = sum(s.ms for s in steps) or 1.0
     measured = sum(s.measured_ms for s in steps) / total
     sol = sum(s.sol_ms for s in steps) / total
+    link = sum(s.interconnect_ms for s in steps) / total
     parts = [f"{measured:.0%} measured"]
-    if 1 - measured - sol > 0.005:
-        parts.append(f"{1 - measured - sol:.0%} extrapolated")
+    if 1 - measured - sol - link > 0.005:
+        parts.append(f"{1 - measured - sol - link:.0%} extrapolated")
     if sol > 0.005:
         parts.append(f"{sol:.0%} SOL")
+    if link > 0.005:
+        parts.append(f"{link:.0%} PCIe all-reduce ({OUR_MODEL})")
     return steps[0].origin, ", ".join(parts)
 
 
@@ -445,7 +517,12 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
     demand = rate if rate is not None else admitted / (pass_ms + xfer + osl * step)
     binding = min(stages, key=lambda k: stages[k]) if min(stages.values()) <= demand * (1 + 1e-9) else "none"
 
-    notes = [BAND_CITATION, VERSION_NOTE.format(data=p_steps[0].data_version or "?")]
+    # the bands: the step source's own (calibrated: over everything it scales, the bf16 index-key term included),
+    # else AIConfigurator's published mean error over its own part
+    p_band = band_of(steps, "prefill", isl, per_pass)
+    d_band = band_of(steps, "decode", ctx50, batch)
+    notes = [p_band.why, d_band.why] if p_band.bound or d_band.bound else [BAND_CITATION]
+    notes.append(VERSION_NOTE.format(data=p_steps[0].data_version or "?"))
     rejected = 0
     router_wait = 0.0
     if workload.concurrency is not None and workload.concurrency > admitted:
@@ -498,15 +575,20 @@ def predict(fleet: FleetShape, workload: Workload, steps: StepSource) -> Predict
         steady = max(pass_ms + xfer, cycle - osl * step) + router_wait
 
     def ttft(ms: float) -> Figure:
-        return Figure(ms, max(0.0, ms - xfer) * prefill_share, MAPE_TTFT, ttft_src)
+        scaled = max(0.0, ms - xfer)
+        part = scaled if p_band.bound else scaled * prefill_share
+        return Figure(ms, part, p_band.rel, ttft_src, p_band.bound)
+
+    def itl(ms: float, aic_ms: float, source: str) -> Figure:
+        return Figure(ms, ms if d_band.bound else aic_ms, d_band.rel, source, d_band.bound)
 
     itl_src = f"{d_origin} ({d_mix}); {OUR_MODEL}: decode batch {batch:.1f}" + (", bf16 index keys" if bf16 else "")
     return Prediction(
         ttft_p50=ttft(t50),
         ttft_p90=ttft(t90),
-        itl_p50=Figure(step, step_aic, MAPE_ITL, itl_src),
-        itl_p90=Figure(itl90, itl90_aic, MAPE_ITL, itl_src.replace(f"batch {batch:.1f}", f"p90 batch {batch90:.0f}")),
-        itl_full=Figure(step90, step90_aic, MAPE_ITL, itl_src.replace(f"batch {batch:.1f}", f"batch {per_engine_max}")),
+        itl_p50=itl(step, step_aic, itl_src),
+        itl_p90=itl(itl90, itl90_aic, itl_src.replace(f"batch {batch:.1f}", f"p90 batch {batch90:.0f}")),
+        itl_full=itl(step90, step90_aic, itl_src.replace(f"batch {batch:.1f}", f"batch {per_engine_max}")),
         ttft_steady=ttft(steady),
         binding=binding,
         decode_batch=batch,
@@ -553,10 +635,15 @@ class _Recorder:
 
 
 class _Table:
-    """A StepSource over answers already fetched."""
+    """A StepSource over answers already fetched from `source`, whose bands it keeps."""
 
-    def __init__(self, prefills: dict[PrefillQuery, StepTime], decodes: dict[DecodeQuery, StepTime]) -> None:
-        self.prefills, self.decodes = prefills, decodes
+    def __init__(
+        self, prefills: dict[PrefillQuery, StepTime], decodes: dict[DecodeQuery, StepTime], source: StepSource
+    ) -> None:
+        self.prefills, self.decodes, self.source = prefills, decodes, source
+
+    def band(self, stage: str, context: int, batch: float) -> Band:
+        return band_of(self.source, stage, context, batch)
 
     def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
         return [self.prefills[q] for q in queries]
@@ -572,9 +659,6 @@ def predict_many(cases: Sequence[tuple[FleetShape, Workload]], steps: StepSource
         predict(fleet, workload, recorder)
     prefills = list(dict.fromkeys(recorder.prefills))
     decodes = list(dict.fromkeys(recorder.decodes))
-    if isinstance(steps, BatchedStepSource):
-        p_times, d_times = steps.both(prefills, decodes)
-    else:
-        p_times, d_times = steps.prefill(prefills), steps.decode(decodes)
-    table = _Table(dict(zip(prefills, p_times, strict=True)), dict(zip(decodes, d_times, strict=True)))
+    p_times, d_times = ask(steps, prefills, decodes)
+    table = _Table(dict(zip(prefills, p_times, strict=True)), dict(zip(decodes, d_times, strict=True)), steps)
     return [predict(fleet, workload, table) for fleet, workload in cases]

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
+    NVLINK,
+    PCIE,
     DecodeQuery,
     OneRoundSteps,
     PrefillQuery,
@@ -28,6 +30,7 @@ DATABASE_MODE = "HYBRID"
 # AIConfigurator's source tags, in the words of the output
 MEASURED_TAGS = {"silicon"}
 SOL_TAGS = {"sol"}
+PCIE_TAG = "pcie_model"  # aic_steps.py's tag of the PCIe all-reduce term
 
 
 class PerfVenvMissing(RuntimeError):
@@ -57,10 +60,12 @@ class AicSteps(OneRoundSteps):
         reqs = [
             {"mode": "static_ctx", "model": q.model, "tp": q.tp, "ep": q.ep, "isl": q.isl, "prefix": q.prefix}
             | {"batch": q.batch}
+            | _link(q.interconnect)
             for q in prefills
         ] + [
             {"mode": "static_gen", "model": q.model, "tp": q.tp, "ep": q.ep, "isl": q.context, "prefix": 0}
             | {"batch": q.batch}
+            | _link(q.interconnect)
             for q in decodes
         ]
         answers = [self._step(r) for r in self.raw(reqs)] if reqs else []
@@ -114,14 +119,24 @@ class AicSteps(OneRoundSteps):
         sources: dict[str, str] = answer["sources"]
         measured = sum(ms for op, ms in ops.items() if sources.get(op) in MEASURED_TAGS)
         sol = sum(ms for op, ms in ops.items() if sources.get(op) in SOL_TAGS)
+        link = sum(ms for op, ms in ops.items() if sources.get(op) == PCIE_TAG)
         attention = sum(ms for op, ms in ops.items() if op.endswith("_attention"))
         version = str(answer.get("backend_version", ""))
         return StepTime(
             ms=float(answer["ms"]),
             measured_ms=measured,
-            extrapolated_ms=float(answer["ms"]) - measured - sol,
+            extrapolated_ms=float(answer["ms"]) - measured - sol - link,
             sol_ms=sol,
             attention_ms=attention,
             origin=f"AIConfigurator 0.12.0 (SGLang {version} data on H200)",
             data_version=version,
+            interconnect_ms=link,
         )
+
+
+def _link(interconnect: str) -> dict[str, str]:
+    """The request's interconnect: NVLink is what AIConfigurator measured (nothing to add); PCIe adds aic_steps.py's
+    all-reduce term."""
+    if interconnect not in (NVLINK, PCIE):
+        raise ValueError(f"interconnect {interconnect!r}: expected {NVLINK} or {PCIE}")
+    return {"interconnect": PCIE} if interconnect == PCIE else {}

@@ -32,6 +32,9 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import engine_limits
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
+    INTERCONNECT,
+    NVLINK,
+    PCIE,
     Figure,
     FleetShape,
     Prediction,
@@ -41,6 +44,18 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     fleet_shape,
     predict_many,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_calibration import (
+    VARIABLE,
+    CalibratedSteps,
+    MeasuredPoint,
+    calibrated,
+    parse_points,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_corrections import (
+    default_corrections,
+    source_text,
+)
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import LiveSteps
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     ADMIT,
     Fleet,
@@ -126,11 +141,40 @@ DEFAULT_SLO = Slo(ttft_p90_ms=60_000.0, itl_p90_ms=80.0)
 
 
 def default_steps() -> StepSource | None:
-    """AIConfigurator's step source when its venv is installed, else None."""
+    """AIConfigurator's step source with the default corrections (sglang_perf_corrections) when its venv is
+    installed, else None."""
     from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
 
     steps = AicSteps()
-    return steps if steps.ready() else None
+    return default_corrections(steps) if steps.ready() else None
+
+
+def interconnect_of(fleet: Fleet, role: str) -> str:
+    """The GPU interconnect of a role's engines: PCIe when any of its hosts declares it (the slowest engine sets the
+    pace of the calls it serves), else NVLink."""
+    declared = {str(fleet.hostvars[h].get(INTERCONNECT) or NVLINK) for h in fleet.hosts(role)}
+    unknown = declared - {NVLINK, PCIE}
+    if unknown:
+        raise ValueError(f"{INTERCONNECT}={sorted(unknown)[0]!r}: must be {NVLINK} or {PCIE}; fix: declare per host")
+    return PCIE if PCIE in declared else NVLINK
+
+
+def measured_points(fleet: Fleet) -> list[MeasuredPoint]:
+    """The fleet's declared measurements (sglang_perf_measured of the first host that declares them: a group
+    variable)."""
+    for host in sorted(fleet.hostvars):
+        raw = fleet.hostvars[host].get(VARIABLE)
+        if raw:
+            return parse_points(raw)
+    return []
+
+
+def fleet_steps(fleet: Fleet, model_config: Mapping[str, Any], steps: StepSource | None) -> StepSource | None:
+    """The step source for this fleet's time: `steps` calibrated to the fleet's declared measurements, unless it is
+    the live fleet's own or already calibrated. None (no time model) stays None."""
+    if steps is None or isinstance(steps, CalibratedSteps | LiveSteps):
+        return steps
+    return calibrated(steps, measured_points(fleet), lambda tokens: shape_of(fleet, model_config, tokens))
 
 
 def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None = None) -> FleetShape:
@@ -165,6 +209,8 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
         decode_tp=int(d_env.get("tp_size") or 1),
         chunked_prefill_size=chunk,
         decode_max_running=max(1, limit),
+        prefill_interconnect=interconnect_of(fleet, "prefill"),
+        decode_interconnect=interconnect_of(fleet, "decode"),
         bf16_index_k=bool(d_env.get("bf16_index_k")),
         kv_cache_dtype=str(d_env.get("kv_cache_dtype") or "fp8_e4m3"),
         transfer_backend=str(
@@ -225,12 +271,29 @@ def workload(calls: int, tokens: int, osl: int = DEFAULT_OUTPUT_TOKENS) -> Workl
     return Workload(isl=tokens - out, osl=out, concurrency=max(1, calls))
 
 
+def time_header(steps: StepSource) -> str:
+    """One line on top of every time answer: where its step times come from, and whether they are this fleet's
+    (calibrated to its measured points) or a generic H200's."""
+    if isinstance(steps, LiveSteps):
+        return f"time from: {steps.describe()}"
+    if isinstance(steps, CalibratedSteps):
+        return f"time from: {source_text(steps)}"
+    return (
+        f"time: UNCALIBRATED, a generic H200's step times and not this fleet's (no {VARIABLE} declared; "
+        f"docs/time.md); from: {source_text(steps)}"
+    )
+
+
 def predict_shapes(cases: Sequence[tuple[FleetShape, Workload]], steps: StepSource | None) -> list[Prediction]:
     """sglang_perf.predict_many, raising TimeUnavailable (with the reason) when there is no step source or it fails."""
     if steps is None:
         raise TimeUnavailable(NOT_PREDICTED)
     try:
-        return predict_many(list(cases), steps)
+        preds = predict_many(list(cases), steps)
+        if isinstance(steps, CalibratedSteps):  # each calibrated answer carries the base source's beside it
+            for pred, twin in zip(preds, predict_many(list(cases), steps.base), strict=True):
+                pred.uncalibrated = twin
+        return preds
     except (RuntimeError, OSError, ValueError) as exc:
         raise TimeUnavailable(f"time: not predicted ({str(exc).splitlines()[0][:200]})") from exc
 
@@ -248,13 +311,20 @@ def describe(pred: Prediction, work: Workload) -> str:
 
 
 def figure_lines(pred: Prediction) -> list[str]:
-    """TTFT p50/p90 and ITL p50/p90, each with its band and source."""
-    lines = [
-        f"TTFT p50 {pred.ttft_p50.text()}",
-        f"TTFT p90 {pred.ttft_p90.text()}",
-        f"ITL p50 {pred.itl_p50.text('ms')}",
-        f"ITL p90 {pred.itl_p90.text('ms')}",
-    ]
+    """TTFT p50/p90 and ITL p50/p90, each with its band and source (and, when calibrated, the uncalibrated figure)."""
+    twin = pred.uncalibrated
+    lines = []
+    for label, name, unit in (
+        ("TTFT p50", "ttft_p50", "s"),
+        ("TTFT p90", "ttft_p90", "s"),
+        ("ITL p50", "itl_p50", "ms"),
+        ("ITL p90", "itl_p90", "ms"),
+    ):
+        line = f"{label} {getattr(pred, name).text(unit)}"
+        if twin is not None:
+            other = getattr(twin, name).ms
+            line += f" [uncalibrated: {other / (1000.0 if unit == 's' else 1.0):,.2f} {unit}]"
+        lines.append(line)
     if pred.rejected:
         lines.append(f"{pred.rejected} call(s) refused by the router's queue (full or timed out); TTFT counts the rest")
     return lines
@@ -309,7 +379,7 @@ def predicted_times(
     dicts (as_dict, plus "shape"). steps None: AIConfigurator when installed (default_steps). Without a step source
     each dict is {"shape", "error": "time: not predicted (make perf-venv)"}."""
     fleet = fleet_from_inventory(hostvars, groups)
-    source = steps if steps is not None else default_steps()
+    source = fleet_steps(fleet, model_config, steps if steps is not None else default_steps())
     parsed = [parse_shape(s) if isinstance(s, str) else s if isinstance(s, Shape) else Shape(*s) for s in shapes]
     cases = [(shape_of(fleet, model_config, s.tokens), workload(s.calls, s.tokens, osl)) for s in parsed]
     try:
@@ -386,7 +456,7 @@ def audit_predictions(
         isl, osl, calls = load
         cases.append((shape_of(fleet, model_config, isl + osl), Workload(isl=isl, osl=osl, concurrency=calls)))
     try:
-        preds = predict_shapes(cases, steps if steps is not None else default_steps())
+        preds = predict_shapes(cases, fleet_steps(fleet, model_config, steps if steps is not None else default_steps()))
     except TimeUnavailable as exc:
         return {
             "predicted": [{"shape": label, "unavailable": str(exc)} for label in labels],
@@ -427,6 +497,7 @@ def plan_in_time(
     where an answer (or today's fleet, when it fits in memory) misses the TTFT SLO, the fewest extra prefill hosts
     (and the chunk size) that meet it, as options of their own. The plan is changed in place and returned."""
     shape = result.shape
+    steps = fleet_steps(fleet, model_config, steps)
     result.slo = slo.text() if slo else ""
     options = result.options + result.shorter
     cases = [(shape_of(fleet, model_config, shape.tokens), workload(shape.calls, shape.tokens, osl))]
@@ -535,6 +606,7 @@ def time_risks(
     - decode_batch_beyond_itl_slo: a decode batch at the running limit gives an ITL above the ITL p90 SLO.
     Without a step source: one info finding that says time was not predicted."""
     shape = shape_of(fleet, model_config, tokens)
+    steps = fleet_steps(fleet, model_config, steps)
     admitted = shape.router_max_concurrent or shape.decode_max_running * shape.decode_engines
     running = shape.decode_max_running
     work = workload(admitted, tokens, osl)
@@ -640,6 +712,7 @@ def request_times(
     calls as the router admits (the decode running slots when it admits without bound) arriving at once."""
     tokens = input_tokens + new_tokens
     shape = shape_of(fleet, model_config, tokens)
+    steps = fleet_steps(fleet, model_config, steps)
     admitted = shape.router_max_concurrent or shape.decode_max_running * shape.decode_engines
     idle = Workload(isl=max(1, input_tokens), osl=max(1, new_tokens), concurrency=1)
     busy = Workload(isl=max(1, input_tokens), osl=max(1, new_tokens), concurrency=admitted)

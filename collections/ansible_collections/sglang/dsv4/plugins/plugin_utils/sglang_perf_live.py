@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
-    BatchedStepSource,
     DecodeQuery,
     OneRoundSteps,
     PrefillQuery,
     StepSource,
     StepTime,
+    ask,
 )
 
 ORIGIN = "live fleet"
@@ -143,10 +143,7 @@ class LiveSteps(OneRoundSteps):
         d_model = decodes[0] if decodes else first
         d_ref = DecodeQuery(d_model.model, d_model.tp, d_model.ep, f.context, max(1, round(f.batch)))
         p_all, d_all = [*prefills, p_ref], [*decodes, d_ref]
-        if isinstance(self.shape, BatchedStepSource):
-            p_times, d_times = self.shape.both(p_all, d_all)
-        else:
-            p_times, d_times = self.shape.prefill(p_all), self.shape.decode(d_all)
+        p_times, d_times = ask(self.shape, p_all, d_all)
         measured_prefill_ms = f.prompt_tokens / f.prefill_tokens_per_s * 1000
         self.scale = {"prefill": measured_prefill_ms / p_times[-1].ms, "decode": f.decode_step_ms / d_times[-1].ms}
         return (
