@@ -243,6 +243,7 @@ def plan_command(
     slo: perf.Slo | None = None,
     osl: int = perf.DEFAULT_OUTPUT_TOKENS,
     from_live: str | None = None,
+    rate: float | None = None,
 ) -> int:
     """The plan of each shape, in memory and (when the estimator is installed) in time, then the risks; the time
     risks are judged at the last shape's call length against `slo` (perf.DEFAULT_SLO when none is given).
@@ -263,12 +264,18 @@ def plan_command(
             engines = sorted(set(fleet.hosts("prefill") + fleet.hosts("decode")))
             steps = live_steps(from_live or None, REPO / "reports", engines, time_steps())
         timed = bool(fleet.hosts("prefill") and fleet.hosts("decode"))
+        if slo and steps is None:
+            why = "--no-time leaves the time model out" if not _TIME["on"] else perf.NOT_PREDICTED
+            raise PlanError(
+                f"the SLO ({slo.text()}) needs predicted times, and {why}; fix: run `make perf-venv` and drop "
+                "--no-time, or ask without --ttft-p90/--itl-p90/--tokens-per-s"
+            )
         if timed and steps is not None:
             print(f"{steps_origin(steps)}\n")
         for shape in shapes:
             result = plan(fleet, config, shape)
             if timed:
-                perf.plan_in_time(result, fleet, config, slo or None, steps, osl)
+                perf.plan_in_time(result, fleet, config, slo or None, steps, osl, rate)
             print(render(result, inventory))
         risk_slo = slo if slo else perf.DEFAULT_SLO
         print(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl, steps))
@@ -371,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time from the live fleet: the step times the audit measured (an audit report folder or its audit.json; "
         "default the newest reports/audit-*/ of this inventory's engines) instead of AIConfigurator's",
     )
+    want.add_argument(
+        "--rate",
+        type=float,
+        metavar="CALLS_PER_S",
+        help="the time model's arrivals: Poisson at this rate (calls/s) instead of all the calls at once",
+    )
     mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
     mon.add_argument("--inventory", "-i", required=True)
     mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
@@ -395,7 +408,7 @@ def _run(args: argparse.Namespace) -> int:
         except PlanError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return plan_command(args.inventory, args.want, slo, args.output_tokens, args.from_live)
+        return plan_command(args.inventory, args.want, slo, args.output_tokens, args.from_live, args.rate)
     if args.command == "monitoring":
         return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":

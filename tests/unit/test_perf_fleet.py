@@ -12,10 +12,13 @@ import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
+    RANKING_NOTE,
+    Price,
     Shape,
     change,
     fleet_from_inventory,
     plan,
+    summary,
 )
 from modeltools import load_model
 from shipped import shipped_inventory
@@ -116,7 +119,7 @@ def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
     perf.plan_in_time(result, fleet, DSV4, perf.Slo(ttft_p90_ms=2000.0), Stub())
     assert result.fits_today and result.today_meets_slo is False
     assert "  SLO (TTFT p90 <= 2 s): missed: TTFT p90 9.1 s > 2 s" in result.today_times
-    (option,) = result.options
+    option = result.options[0]  # the best goodput per GPU of three (the next test)
     assert option.title == "add 1 prefill host, chunked_prefill_size 16384" and option.meets_slo is True
     assert option.diff_lines() == [
         "inventory: add host gpu-node-01-prefill2 (a copy of gpu-node-01's prefill engine, 1 of 1) to group "
@@ -126,6 +129,63 @@ def test_plan_adds_prefill_hosts_to_meet_the_ttft_slo() -> None:
     ]
     assert option.times[-1] == "  SLO (TTFT p90 <= 2 s): met"
     assert option.times[2].startswith("  TTFT p90 2.00 s (")
+
+
+def test_the_levers_are_priced_and_ranked_by_goodput_per_gpu() -> None:
+    """The same 20 calls of 3,000 in + 1,000 out against TTFT p90 <= 2 s, every lever tried. The stub answers every
+    pass 1,000 ms and every step 10 ms, whatever the tp: a call takes 1 s of prefill and 10 s of decode, and a closed
+    loop of 20 calls completes 20 / 11 s = 1.818 calls/s on every fleet that meets the SLO, 1,818 output tokens/s.
+    - more prefill engines: 1 more at chunk 16,384 (above): 12 GPUs (3 engines of tp 4): 151.5 tokens/s per GPU;
+    - the ratio: one more decode host, at the declared chunk 8,192 (2 prompts a pass): the 19th call must end by the
+      second pass, 4P >= 19: 5 prefill engines (4 more): 7 engines, 28 GPUs: 64.9;
+    - prefill at tp 8 on hosts of its own, chunk 8,192: 5 engines of 8 GPUs in place of the declared one, and the
+      decode engine's 4: 44 GPUs: 41.3;
+    - decode with dp attention: attn_dp_size is not an envelope key the schema accepts, so validation refuses it.
+    Today: 8 GPUs, TTFT p90 9.1 s misses the SLO: goodput 0."""
+    fleet = fleet_from_inventory(*production())
+    result = plan(fleet, DSV4, Shape(20, 4000))
+    perf.plan_in_time(result, fleet, DSV4, perf.Slo(ttft_p90_ms=2000.0), Stub())
+    assert [(o.title, o.price.gpus if o.price else None) for o in result.options] == [
+        ("add 1 prefill host, chunked_prefill_size 16384", 12),
+        ("add 4 prefill hosts, 1 more decode host (the prefill:decode ratio)", 28),
+        ("prefill on 5 prefill hosts of their own at tp 8", 44),
+    ]
+    assert [round(o.price.goodput_per_gpu, 1) for o in result.options if o.price] == [151.5, 64.9, 41.3]
+    assert result.today_price == Price(8, 0.0, pytest.approx(9100.0), 10.0, False)
+    assert result.options[2].diff_lines() == [
+        "inventory: add hosts gpu-node-01-prefill-tp8-1 .. gpu-node-01-prefill-tp8-5 to group sglang_prefill (5 "
+        "copies of gpu-node-01's prefill engine at tp_size 8)",
+        "inventory: remove gpu-node-01 from group sglang_prefill (its prefill GPUs are freed)",
+        "the new prefill hosts' sglang_prefill.tp_size (GPUs 0-7): 4 -> 8",
+        "gpu-node-01: sglang_advertise_host: 127.0.0.1 -> gpu-node-01 (an address the new hosts reach)",
+    ]
+    assert result.refused == [
+        "today's fleet, decode with dp attention: every option that meets the SLO is refused by validation; the "
+        "first: add 4 prefill hosts, decode with dp attention: gpu-node-01: sglang_decode.attn_dp_size=4: not a "
+        "known decode envelope key (did you mean tp_size?); fix: remove it or use one of the schema keys in "
+        "plugins/module_utils/sglang_schema.py"
+    ]
+    assert summary(result) == [
+        "          GPUs (added)  fits  TTFT p90  ITL p90  goodput/GPU     SLO",
+        "today                8   yes     9.1 s  10.0 ms    0.0 tok/s  missed",
+        "option 1       12 (+4)   yes     2.0 s  10.0 ms  151.5 tok/s     met",
+        "option 2      28 (+20)   yes     2.0 s  10.0 ms   64.9 tok/s     met",
+        "option 3      44 (+36)   yes     2.0 s  10.0 ms   41.3 tok/s     met",
+        "all 20 calls arrive at once (a closed loop: each call is followed by the next)",
+        "levers tried for the SLO: more prefill engines, prefill at tp 8, the prefill:decode ratio, decode with dp "
+        "attention",
+        RANKING_NOTE,
+    ]
+
+
+def test_poisson_arrivals_are_a_choice_and_said() -> None:
+    """--rate: 0.5 calls/s of 3,000 in + 1,000 out, one prompt's pass 1 s (2 a pass, rho 0.25): the M/D/1 waits are
+    short, and the plan says the arrivals it used."""
+    fleet = fleet_from_inventory(*production())
+    result = plan(fleet, DSV4, Shape(20, 4000))
+    perf.plan_in_time(result, fleet, DSV4, None, Stub(), rate_per_s=0.5)
+    assert result.arrivals == "Poisson arrivals at 0.5 calls/s (at most 20 at once)"
+    assert result.today_times[0].startswith("time: calls of 3,000 in + 1,000 out arriving at 0.5/s (Poisson): ")
 
 
 def test_many_added_hosts_of_a_role_are_one_diff_line() -> None:

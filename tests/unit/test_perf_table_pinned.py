@@ -334,7 +334,8 @@ def test_not_a_decode_step(steps: TableSteps) -> None:
         decode(steps, 256, 0)
     assert (
         str(caught.value)
-        == "not a decode step: DecodeQuery(model='m', tp=2, ep=3, context=256, batch=0, interconnect='nvlink')"
+        == "not a decode step: DecodeQuery(model='m', tp=2, ep=3, context=256, batch=0, interconnect='nvlink', "
+        "attn_dp=1)"
     )
 
 

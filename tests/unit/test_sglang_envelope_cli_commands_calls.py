@@ -194,7 +194,8 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         calls["live"].append((path, reports, engines, shape))
         return LIVE
 
-    def timed(result: Shape, fleet: Any, config: Any, slo: Any, steps: Any, osl: int) -> None:
+    def timed(result: Shape, fleet: Any, config: Any, slo: Any, steps: Any, osl: int, rate: Any) -> None:
+        assert rate is None  # no --rate: all the calls at once
         calls["timed"].append((result, slo, steps, osl))
 
     def risk(hostvars: Any, groups: Any, tokens: int, slo: Any, osl: int, steps: Any) -> str:

@@ -141,12 +141,44 @@ def test_routers_behind_a_front_get_the_out_of_front_alert(
     assert ("SGLangRouterOutOfFront" in files["sglang_rules_test.yml"]) == bool(front_rules)
 
 
-def test_plan_carries_each_slo_term_given_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+class AnsweringSteps:
+    """A step source that answers: a pass 1,000 ms, a step 10 ms."""
+
+    def prefill(self, queries: Sequence[PrefillQuery]) -> list[StepTime]:
+        return [StepTime(1000.0, 1000.0, 0.0, 0.0, 0.0, "stub", "0.5.14") for _ in queries]
+
+    def decode(self, queries: Sequence[DecodeQuery]) -> list[StepTime]:
+        return [StepTime(10.0, 10.0, 0.0, 0.0, 0.0, "stub", "0.5.14") for _ in queries]
+
+
+def test_plan_carries_each_slo_term_given_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "time_steps", AnsweringSteps)
     argv = ["plan", "-i", PROD, "--want", "1x4k", "--ttft-p90", "60s", "--tokens-per-s", "5"]
     assert cli.main(argv) == 0
-    assert capsys.readouterr().out.splitlines()[0] == (
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == UNCALIBRATED + "AnsweringSteps"  # the unit tests' inventories leave the measured points out
+    assert out[2] == (
         "want 1 parallel calls x 4,000 tokens (inventories/production), SLO TTFT p90 <= 60 s, >= 5 output tokens/s "
         "per call"
+    )
+
+
+@pytest.mark.parametrize("no_time", [True, False], ids=["no-time", "no-estimator"])
+def test_an_slo_without_the_time_model_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], no_time: bool
+) -> None:
+    """plan with an SLO and no predicted time exits 2 with the fix instead of answering as if no SLO was asked."""
+    monkeypatch.setattr(cli, "time_steps", TIME_STEPS)
+    monkeypatch.setattr(sglang_perf_fleet, "default_steps", lambda: None)
+    argv = ["plan", "-i", PROD, "--want", "100x200k", "--ttft-p90", "60s"]
+    assert cli.main(["--no-time", *argv] if no_time else argv) == 2
+    why = "--no-time leaves the time model out" if no_time else "time: not predicted (make perf-venv)"
+    assert capsys.readouterr() == (
+        "",
+        f"error: the SLO (TTFT p90 <= 60 s) needs predicted times, and {why}; fix: run `make perf-venv` and drop "
+        "--no-time, or ask without --ttft-p90/--itl-p90/--tokens-per-s\n",
     )
 
 

@@ -9,7 +9,8 @@ imports aiconfigurator.
 
 A request: {"mode": "static_ctx" | "static_gen", "model": ..., "system": "h200_sxm", "database_mode": "HYBRID",
 "tp": 4, "ep": 4, "isl": N, "prefix": P, "batch": B}. static_ctx is one prefill pass of B sequences of isl tokens of
-which prefix are already cached; static_gen is one decode step of B sequences at context isl.
+which prefix are already cached; static_gen is one decode step of B sequences at context isl. With "attn_dp": D, the
+engine's tp GPUs run attention data-parallel in D ranks (SGLang's attn_dp_size) and B counts the sequences of one rank.
 With "interconnect": "pcie" the answer adds the op `tp_allreduce_pcie`:
 the TP all-reduces of the step (two a layer: attention out and MoE out, as AIConfigurator's dispatch ops count them)
 moved from NVLink to PCIe, priced as a ring all-reduce on AIConfigurator's own PCIe node spec (systems/h100_pcie.yaml:
@@ -118,8 +119,7 @@ def _estimate(cli_estimate: Any, version: Callable[[str], str | None], req: dict
         osl=2,
         prefix=int(req.get("prefix", 0)),
         batch_size=int(req["batch"]),
-        tp_size=int(req["tp"]),
-        moe_ep_size=int(req["ep"]),
+        **_parallel(req),
     )
     summary = result.summary
     if mode == "static_ctx":
@@ -139,6 +139,15 @@ def _estimate(cli_estimate: Any, version: Callable[[str], str | None], req: dict
         "backend_version": str(result.backend_version),
         "oom": result.kv_cache_warning or None,
     }
+
+
+def _parallel(req: dict[str, Any]) -> dict[str, int]:
+    """The estimator's parallel sizes of an engine of tp GPUs: attention TP over `tp`, or with "attn_dp" ranks of
+    attention data parallelism, attention TP tp / attn_dp on each (batch is then per rank); the experts over ep."""
+    dp = int(req.get("attn_dp", 1))
+    if dp <= 1:
+        return {"tp_size": int(req["tp"]), "moe_ep_size": int(req["ep"])}
+    return {"tp_size": int(req["tp"]) // dp, "attention_dp_size": dp, "moe_ep_size": int(req["ep"]), "moe_tp_size": 1}
 
 
 def parse_yaml_in_c() -> None:

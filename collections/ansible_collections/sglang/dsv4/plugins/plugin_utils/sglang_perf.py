@@ -65,8 +65,9 @@ class DecodeQuery:
     tp: int
     ep: int
     context: int
-    batch: int
+    batch: int  # sequences per attention rank (the engine's batch over attn_dp)
     interconnect: str = NVLINK
+    attn_dp: int = 1  # attention data-parallel ranks of the engine (SGLang's attn_dp_size)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ class FleetShape:
     decode_ep: int = 4
     prefill_interconnect: str = NVLINK
     decode_interconnect: str = NVLINK
+    decode_attn_dp: int = 1  # attention data-parallel ranks of a decode engine (SGLang's attn_dp_size)
     chunked_prefill_size: int = 8192
     decode_max_running: int = 64
     kv_bytes_per_token: float = 0.0
@@ -305,6 +307,7 @@ def fleet_shape(
     router_queue_timeout_s: float | None = None,
     prefill_interconnect: str = NVLINK,
     decode_interconnect: str = NVLINK,
+    decode_attn_dp: int = 1,
 ) -> FleetShape:
     """A FleetShape with the KV facts taken from sglang_capacity (bytes per token per GPU, index-key widths)."""
     share, ratio = index_facts(config, bf16_index_k)
@@ -330,6 +333,7 @@ def fleet_shape(
         router_queue_timeout_s=router_queue_timeout_s,
         prefill_interconnect=prefill_interconnect,
         decode_interconnect=decode_interconnect,
+        decode_attn_dp=decode_attn_dp,
     )
 
 
@@ -406,9 +410,15 @@ def decode_steps(
 ) -> list[tuple[StepTime, float]]:
     """Decode steps of a decode engine of `fleet` at (context, batch) points, in one round of queries: each step's
     time from the source and its bf16 index-key term (ms; the same batch at one page of context is the reference)."""
-    m, tp, ep, link = fleet.model, fleet.decode_tp, fleet.decode_ep, fleet.decode_interconnect
-    queries = [DecodeQuery(m, tp, ep, context, batch, link) for context, batch in points]
-    refs = [DecodeQuery(m, tp, ep, cap.DSV4_PAGE_SIZE, batch, link) for _context, batch in points]
+    m, tp, ep, link, adp = (
+        fleet.model,
+        fleet.decode_tp,
+        fleet.decode_ep,
+        fleet.decode_interconnect,
+        fleet.decode_attn_dp,
+    )
+    queries = [DecodeQuery(m, tp, ep, context, math.ceil(batch / adp), link, adp) for context, batch in points]
+    refs = [DecodeQuery(m, tp, ep, cap.DSV4_PAGE_SIZE, math.ceil(batch / adp), link, adp) for _c, batch in points]
     bf16 = _bf16(fleet)
     answers = steps.decode(queries + (refs if bf16 else []))
     times, ref_times = answers[: len(queries)], answers[len(queries) :]

@@ -66,6 +66,7 @@ class AicSteps(OneRoundSteps):
             {"mode": "static_gen", "model": q.model, "tp": q.tp, "ep": q.ep, "isl": q.context, "prefix": 0}
             | {"batch": q.batch}
             | _link(q.interconnect)
+            | ({"attn_dp": q.attn_dp} if q.attn_dp > 1 else {})
             for q in decodes
         ]
         answers = [self._step(r) for r in self.raw(reqs)] if reqs else []

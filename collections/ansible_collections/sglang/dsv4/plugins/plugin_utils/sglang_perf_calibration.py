@@ -285,10 +285,20 @@ def fit(
 
 
 class CalibratedSteps(OneRoundSteps):
-    """`base`'s step times times the calibration's factor of their stage, with the calibration's bands."""
+    """`base`'s step times times the factor of their stage fitted on `points` (fit, on first use: a fleet whose time
+    is never asked is never fitted), with the calibration's bands."""
 
-    def __init__(self, base: StepSource, calibration: Calibration) -> None:
-        self.base, self.calibration = base, calibration
+    def __init__(
+        self, base: StepSource, points: Sequence[MeasuredPoint], shape_for: Callable[[int], FleetShape]
+    ) -> None:
+        self.base, self.points, self.shape_for = base, list(points), shape_for
+        self._fitted: Calibration | None = None
+
+    @property
+    def calibration(self) -> Calibration:
+        if self._fitted is None:
+            self._fitted = fit(self.points, self.shape_for, self.base)
+        return self._fitted
 
     def describe(self) -> str:
         return f"{source_text(self.base)}; {self.calibration.describe()}"
@@ -311,10 +321,8 @@ class CalibratedSteps(OneRoundSteps):
 
 
 def calibrated(base: StepSource, points: Sequence[MeasuredPoint], shape_for: Callable[[int], FleetShape]) -> StepSource:
-    """`base` calibrated to `points` (fit), or `base` itself when there is none."""
-    if not points:
-        return base
-    return CalibratedSteps(base, fit(points, shape_for, base))
+    """`base` calibrated to `points` (CalibratedSteps), or `base` itself when there is none."""
+    return CalibratedSteps(base, points, shape_for) if points else base
 
 
 SHAPE_KEYS = {"decode_step": ("batch", "context"), "prefill_pass": ("input_tokens",)}

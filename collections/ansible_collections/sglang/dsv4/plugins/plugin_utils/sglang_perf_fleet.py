@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +61,13 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     Fleet,
     Option,
     Plan,
+    Price,
     Shape,
     change,
     extend,
     fleet_answer,
     fleet_from_inventory,
+    gpus_of,
     parse_shape,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import Finding, fix_of
@@ -211,6 +213,7 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
         decode_max_running=max(1, limit),
         prefill_interconnect=interconnect_of(fleet, "prefill"),
         decode_interconnect=interconnect_of(fleet, "decode"),
+        decode_attn_dp=int(d_env.get("attn_dp_size") or 1),
         bf16_index_k=bool(d_env.get("bf16_index_k")),
         kv_cache_dtype=str(d_env.get("kv_cache_dtype") or "fp8_e4m3"),
         transfer_backend=str(
@@ -277,7 +280,10 @@ def time_header(steps: StepSource) -> str:
     if isinstance(steps, LiveSteps):
         return f"time from: {steps.describe()}"
     if isinstance(steps, CalibratedSteps):
-        return f"time from: {source_text(steps)}"
+        try:
+            return f"time from: {source_text(steps)}"
+        except (RuntimeError, OSError, ValueError) as exc:  # the fit needs the step source's answers
+            return f"time: not predicted ({str(exc).splitlines()[0][:200]})"
     return (
         f"time: UNCALIBRATED, a generic H200's step times and not this fleet's (no {VARIABLE} declared; "
         f"docs/time.md); from: {source_text(steps)}"
@@ -304,10 +310,12 @@ def predict_shapes(cases: Sequence[tuple[FleetShape, Workload]], steps: StepSour
 def describe(pred: Prediction, work: Workload) -> str:
     """The workload and its binding stage, in words."""
     binding = "nothing (every stage keeps up)" if pred.binding == "none" else f"the {pred.binding}"
-    return (
-        f"{work.concurrency} call(s) of {work.isl:,} in + {work.osl:,} out arriving at once: bound by {binding}, "
-        f"decode batch {pred.decode_batch:.1f}"
+    calls = (
+        f"{work.concurrency} call(s) of {work.isl:,} in + {work.osl:,} out arriving at once"
+        if work.rate_per_s is None
+        else f"calls of {work.isl:,} in + {work.osl:,} out arriving at {work.rate_per_s:g}/s (Poisson)"
     )
+    return f"{calls}: bound by {binding}, decode batch {pred.decode_batch:.1f}"
 
 
 def figure_lines(pred: Prediction) -> list[str]:
@@ -485,6 +493,84 @@ def _option_tokens(option: Option, shape: Shape) -> int:
     return option.tokens(shape)
 
 
+DEDICATED_PREFILL_TP = 8
+
+
+def goodput_per_gpu(pred: Prediction, work: Workload, gpus: int, slo: Slo | None) -> float:
+    """Output tokens/s per GPU of the calls that meet `slo` (DistServe's goodput): the steady output rate when the
+    p90 figures meet it (at least 90 % of the calls do), else 0; with no SLO, the steady output rate."""
+    if slo and slo.misses(pred):
+        return 0.0
+    return pred.calls_per_s * work.osl / max(1, gpus)
+
+
+def price(pred: Prediction, work: Workload, gpus: int, slo: Slo | None) -> Price:
+    meets = (not slo.misses(pred)) if slo else None
+    return Price(gpus, goodput_per_gpu(pred, work, gpus, slo), pred.ttft_p90.ms, pred.itl_p90.ms, meets)
+
+
+def arrivals_of(shape: Shape, rate_per_s: float | None) -> str:
+    if rate_per_s is None:
+        return f"all {shape.calls} calls arrive at once (a closed loop: each call is followed by the next)"
+    return f"Poisson arrivals at {rate_per_s:g} calls/s (at most {shape.calls} at once)"
+
+
+def plan_workload(calls: int, tokens: int, osl: int, rate_per_s: float | None) -> Workload:
+    """The planner's workload: `calls` at once (workload), or Poisson arrivals at `rate_per_s`."""
+    work = workload(calls, tokens, osl)
+    return work if rate_per_s is None else Workload(isl=work.isl, osl=work.osl, rate_per_s=rate_per_s)
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One way to make the calls start sooner: `k` more prefill engines of the declared kind, or `k` engines of
+    their own at DEDICATED_PREFILL_TP in place of the declared ones, with `decode` more decode hosts, or the decode
+    engines' attention data-parallel; `chunks` the chunk sizes tried."""
+
+    name: str
+    dedicated_tp: int | None = None
+    decode: int = 0
+    attn_dp: bool = False
+    chunks: tuple[int, ...] = ()
+
+    def shape(self, base: FleetShape, k: int, chunk: int) -> FleetShape:
+        prefill = k if self.dedicated_tp else base.prefill_engines + k
+        tp = self.dedicated_tp or base.prefill_tp
+        return dataclasses.replace(
+            base,
+            prefill_engines=prefill,
+            prefill_tp=tp,
+            prefill_ep=tp,
+            decode_engines=base.decode_engines + self.decode,
+            decode_attn_dp=base.decode_tp if self.attn_dp else base.decode_attn_dp,
+            chunked_prefill_size=chunk,
+        )
+
+    def title(self, k: int) -> str:
+        hosts = f"{k} prefill host{'s' if k > 1 else ''}"
+        parts = [f"prefill on {hosts} of their own at tp {self.dedicated_tp}" if self.dedicated_tp else f"add {hosts}"]
+        if self.decode:
+            parts.append(f"{self.decode} more decode host{'s' if self.decode > 1 else ''} (the prefill:decode ratio)")
+        if self.attn_dp:
+            parts.append("decode with dp attention")
+        return ", ".join(parts)
+
+
+def levers(base: FleetShape) -> list[Lever]:
+    """The levers the planner tries in time: more prefill engines as declared (with larger chunks), prefill at tp 8
+    on hosts of its own, the prefill:decode ratio (one more decode host with the prefill engines), and decode with
+    attention data-parallel over its tp GPUs (SGLang's attn_dp_size)."""
+    declared = (base.chunked_prefill_size,)
+    found = [
+        Lever("more prefill engines", chunks=tuple(dict.fromkeys([*declared, *CHUNK_CHOICES]))),
+        Lever(f"prefill at tp {DEDICATED_PREFILL_TP}", dedicated_tp=DEDICATED_PREFILL_TP, chunks=declared),
+        Lever("the prefill:decode ratio", decode=1, chunks=declared),
+    ]
+    if base.decode_tp > 1 and base.decode_attn_dp == 1:
+        found.append(Lever("decode with dp attention", attn_dp=True, chunks=declared))
+    return found
+
+
 def plan_in_time(
     result: Plan,
     fleet: Fleet,
@@ -492,18 +578,27 @@ def plan_in_time(
     slo: Slo | None,
     steps: StepSource | None,
     osl: int = DEFAULT_OUTPUT_TOKENS,
+    rate_per_s: float | None = None,
+    tried: Callable[[FleetShape], list[Lever]] | None = None,
 ) -> Plan:
-    """Adds the predicted times to a memory plan: today's, each option's, and with an SLO whether each meets it;
-    where an answer (or today's fleet, when it fits in memory) misses the TTFT SLO, the fewest extra prefill hosts
-    (and the chunk size) that meet it, as options of their own. The plan is changed in place and returned."""
+    """Adds the predicted times and prices to a memory plan: today's, each option's, and with an SLO whether each
+    meets it; where an answer (or today's fleet, when it fits in memory) misses the SLO, the fewest engines of each
+    lever (`tried`, default levers()) that meet it, as options of their own. Answers are ranked by goodput per GPU,
+    then GPUs added (sglang_plan.RANKING_NOTE). The plan is changed in place and returned."""
     shape = result.shape
     steps = fleet_steps(fleet, model_config, steps)
     result.slo = slo.text() if slo else ""
+    result.arrivals = arrivals_of(shape, rate_per_s)
     options = result.options + result.shorter
-    cases = [(shape_of(fleet, model_config, shape.tokens), workload(shape.calls, shape.tokens, osl))]
+    cases = [(shape_of(fleet, model_config, shape.tokens), plan_workload(shape.calls, shape.tokens, osl, rate_per_s))]
     for option in options:
         tokens = _option_tokens(option, shape)
-        cases.append((shape_of(option.changed_fleet(), model_config, tokens), workload(shape.calls, tokens, osl)))
+        cases.append(
+            (
+                shape_of(option.changed_fleet(), model_config, tokens),
+                plan_workload(shape.calls, tokens, osl, rate_per_s),
+            )
+        )
     try:
         preds = predict_shapes(cases, steps)
     except TimeUnavailable as exc:
@@ -513,11 +608,31 @@ def plan_in_time(
         return result
     result.today_times = time_lines(preds[0], cases[0][1], slo)
     result.today_meets_slo = not slo.misses(preds[0]) if slo else None
+    result.today_price = price(preds[0], cases[0][1], gpus_of(fleet), slo)
     for option, pred, (_f, work) in zip(options, preds[1:], cases[1:], strict=True):
         option.times = time_lines(pred, work, slo)
         option.meets_slo = not slo.misses(pred) if slo else None
-    if not slo:
-        return result
+        option.price = price(pred, work, option.gpus(), slo)
+    if slo:
+        _meet_slo(result, fleet, model_config, slo, steps, osl, rate_per_s, cases, tried or levers)
+    _rank(result, gpus_of(fleet))
+    return result
+
+
+def _meet_slo(
+    result: Plan,
+    fleet: Fleet,
+    model_config: Mapping[str, Any],
+    slo: Slo,
+    steps: StepSource | None,
+    osl: int,
+    rate_per_s: float | None,
+    cases: list[tuple[FleetShape, Workload]],
+    tried: Callable[[FleetShape], list[Lever]],
+) -> None:
+    """Options that meet the SLO on top of each base that misses it (today's fleet when it fits in memory, each
+    answer), one per lever (the fewest engines that meet it); the levers that find none are noted."""
+    options = result.options + result.shorter
     bases: list[tuple[Option | None, FleetShape, Workload]] = []
     if result.fits_today and result.today_meets_slo is False:
         bases.append((None, cases[0][0], cases[0][1]))
@@ -525,68 +640,96 @@ def plan_in_time(
         if option.exact and option.meets_slo is False:
             bases.append((option, shape_, work))
     added: list[tuple[Option | None, Option]] = []
-    notes: list[str] = []
     for base, base_shape, work in bases:
-        found = _more_prefill(result, fleet, model_config, slo, steps, osl, base, base_shape, work)
-        if isinstance(found, Option):
-            added.append((base, found))
-        else:
-            notes.append(found)
+        for lever in tried(base_shape):
+            if lever.name not in result.tried:
+                result.tried.append(lever.name)
+            found = _fewest(result, fleet, model_config, slo, steps, osl, rate_per_s, base, base_shape, work, lever)
+            if isinstance(found, Option):
+                added.append((base, found))
+            else:
+                result.refused.append(found)
     for base, option in added:
         at = result.options.index(base) + 1 if base is not None else 0
         result.options.insert(at, option)
-    result.refused += notes
-    return result
 
 
-def _more_prefill(
+def _fewest(
     result: Plan,
     fleet: Fleet,
     model_config: Mapping[str, Any],
     slo: Slo,
     steps: StepSource | None,
     osl: int,
+    rate_per_s: float | None,
     base: Option | None,
     base_shape: FleetShape,
     work: Workload,
+    lever: Lever,
 ) -> Option | str:
-    """The fewest extra prefill hosts (then the declared chunk size before another) on top of `base` (None: today's
-    fleet) whose predicted times meet `slo`; a sentence when none within MAX_EXTRA_PREFILL_HOSTS does."""
-    chunks = list(dict.fromkeys([base_shape.chunked_prefill_size, *CHUNK_CHOICES]))
-    grid = [(k, c) for k in range(1, MAX_EXTRA_PREFILL_HOSTS + 1) for c in chunks]
-    trial = [
-        (dataclasses.replace(base_shape, prefill_engines=base_shape.prefill_engines + k, chunked_prefill_size=c), work)
-        for k, c in grid
-    ]
+    """The fewest prefill engines of `lever` (then the first of its chunk sizes) on top of `base` (None: today's
+    fleet) whose predicted times meet `slo`, as an option the validation passes; a sentence when none within
+    MAX_EXTRA_PREFILL_HOSTS does."""
+    grid = [(k, c) for k in range(1, MAX_EXTRA_PREFILL_HOSTS + 1) for c in lever.chunks]
     try:
-        preds = predict_shapes(trial, steps)
+        preds = predict_shapes([(lever.shape(base_shape, k, c), work) for k, c in grid], steps)
     except TimeUnavailable as exc:
         return str(exc)
     name = base.title if base is not None else "today's fleet"
+    refused = ""
     for (k, c), pred in zip(grid, preds, strict=True):
         if slo.misses(pred):
             continue
-        settings = [] if c == base_shape.chunked_prefill_size else [("prefill", "chunked_prefill_size", c)]
-        title = f"add {k} prefill host{'s' if k > 1 else ''}" + (f", chunked_prefill_size {c}" if settings else "")
+        settings: list[tuple[str, str, Any]] = []
+        if c != base_shape.chunked_prefill_size:
+            settings.append(("prefill", "chunked_prefill_size", c))
+        if lever.attn_dp:
+            settings.append(("decode", "attn_dp_size", base_shape.decode_tp))
+        title = lever.title(k) + (f", chunked_prefill_size {c}" if c != base_shape.chunked_prefill_size else "")
         source = base if base is not None else Option(ADMIT, fleet=fleet.copy())
-        option = extend(source, model_config, result.shape, title, settings, add_prefill_hosts=k)
+        option = extend(
+            source,
+            model_config,
+            result.shape,
+            title,
+            settings,
+            add_prefill_hosts=k,
+            prefill_tp=lever.dedicated_tp,
+            add_decode_hosts=lever.decode,
+        )
         if option.refused:
+            refused = refused or f"{option.title}: {option.refused[0]}"
             continue
         tokens = _option_tokens(option, result.shape)
         shape_ = shape_of(option.changed_fleet(), model_config, tokens)
+        final_work = plan_workload(result.shape.calls, tokens, osl, rate_per_s)
         try:
-            (final,) = predict_shapes([(shape_, workload(result.shape.calls, tokens, osl))], steps)
+            (final,) = predict_shapes([(shape_, final_work)], steps)
         except TimeUnavailable as exc:
             return str(exc)
-        option.times = time_lines(final, work, slo)
+        option.times = time_lines(final, final_work, slo)
         option.meets_slo = not slo.misses(final)
+        option.price = price(final, final_work, option.gpus(), slo)
         return option
+    if refused:
+        return f"{name}, {lever.name}: every option that meets the SLO is refused by validation; the first: {refused}"
     best = min(preds, key=lambda p: p.ttft_p90.ms)
     return (
-        f"{name}: no option within {MAX_EXTRA_PREFILL_HOSTS} more prefill hosts and chunk sizes "
-        f"{', '.join(str(c) for c in chunks)} meets the SLO ({slo.text()}); the best gives TTFT p90 "
+        f"{name}, {lever.name}: no option within {MAX_EXTRA_PREFILL_HOSTS} prefill hosts and chunk sizes "
+        f"{', '.join(str(c) for c in lever.chunks)} meets the SLO ({slo.text()}); the best gives TTFT p90 "
         f"{best.ttft_p90.text()}, ITL p90 {best.itl_p90.text('ms')}"
     )
+
+
+def _rank(result: Plan, today_gpus: int) -> None:
+    """The answers by goodput per GPU, then GPUs added (RANKING); options without a price keep their order after."""
+
+    def key(option: Option) -> tuple[float, int]:
+        if option.price is None:
+            return (math.inf, 0)
+        return (-option.price.goodput_per_gpu, option.price.gpus - today_gpus)
+
+    result.options = sorted(result.options, key=key)
 
 
 # ---------------------------------------------------------------- risks in time
@@ -667,6 +810,7 @@ def time_risks(
                 fixes,
             )
         )
+    findings += _beyond_timeouts(fleet, model_config, shape, work, at_admitted, tokens)
     if slo.itl_p90_ms is not None and at_full.itl_full.ms > slo.itl_p90_ms:
         findings.append(
             _finding(
@@ -685,6 +829,57 @@ def time_risks(
             )
         )
     return findings
+
+
+def e2e_p90_ms(pred: Prediction, work: Workload) -> float:
+    """A late call's whole time: its TTFT p90 and its output at ITL p90 (our model)."""
+    return pred.ttft_p90.ms + (work.osl - 1) * pred.itl_p90.ms
+
+
+def _beyond_timeouts(
+    fleet: Fleet, model_config: Mapping[str, Any], shape: FleetShape, work: Workload, pred: Prediction, tokens: int
+) -> list[dict[str, Any]]:
+    """call_beyond_request_timeout: the calls the routers admit at once, of `tokens` each, take longer (TTFT p90 +
+    the output at ITL p90) than the smallest request_timeout_secs of the routers, which ends a call it still
+    proxies after that long (smg's default applies where none is declared)."""
+    routers = [(h, router_envelope(fleet.hostvars[h])) for h in fleet.hosts("router")]
+    if not routers:
+        return []
+    limits = [
+        (h, float(env.get("request_timeout_secs") or default_of("router", "request_timeout_secs")))
+        for h, env in routers
+    ]
+    host, timeout_s = min(limits, key=lambda hl: hl[1])
+    e2e = e2e_p90_ms(pred, work)
+    if e2e <= timeout_s * 1000:
+        return []
+    needed = math.ceil(pred.ttft_p90.high / 1000 + (work.osl - 1) * pred.itl_p90.high / 1000)
+    fixes = [
+        change(
+            fleet,
+            model_config,
+            f"raise request_timeout_secs to the band's high end of the call's time ({needed:,} s)",
+            [("router", "request_timeout_secs", needed)],
+        )
+    ]
+    return [
+        _finding(
+            "call_beyond_request_timeout",
+            "warn",
+            f"{work.concurrency} calls of {tokens:,} tokens admitted at once take up to {e2e / 1000:,.0f} s each "
+            f"(TTFT p90 {pred.ttft_p90.text()}, then {work.osl - 1:,} tokens at ITL p90 {pred.itl_p90.ms:,.1f} ms), "
+            f"beyond {host}'s request_timeout_secs={timeout_s:g}: the router ends such calls before they finish",
+            {
+                "calls": work.concurrency,
+                "tokens_per_call": tokens,
+                "e2e_p90_s": round(e2e / 1000, 1),
+                "ttft_p90_s": round(pred.ttft_p90.ms / 1000, 1),
+                "request_timeout_secs": timeout_s,
+            },
+            [f"{h} router" for h, _env in routers],
+            fixes,
+        )
+    ]
 
 
 def _finding(

@@ -166,6 +166,11 @@ class Option:
     refused: list[str] = field(default_factory=list)  # the validation's problems with this change
     times: list[str] = field(default_factory=list)  # predicted TTFT / ITL lines, when a time model was asked
     meets_slo: bool | None = None  # None: no SLO asked or no time predicted
+    removed_hosts: list[str] = field(default_factory=list)  # "host from group" lines of hosts leaving a role
+    price: Price | None = None  # GPUs, goodput and the figures of the summary table, when a time model was asked
+
+    def gpus(self) -> int:
+        return gpus_of(self.changed_fleet())
 
     def changed_fleet(self) -> Fleet:
         """The fleet with this option's changes; every option the planner builds has one."""
@@ -191,8 +196,30 @@ class Option:
                 )
             else:
                 lines += [f"inventory: add host {h} to group sglang_{role}" for h in added]
+        lines += [f"inventory: remove {h}" for h in self.removed_hosts]
         lines += [f"{var}: {before} -> {after}" for var, before, after in self.changes]
         return lines
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a fleet costs and yields for the asked shape: GPUs its engines use, output tokens/s per GPU of the calls
+    that meet the SLO (goodput; all of them when no SLO is asked), and the p90 figures (ms) behind it."""
+
+    gpus: int
+    goodput_per_gpu: float
+    ttft_p90_ms: float
+    itl_p90_ms: float
+    meets_slo: bool | None
+
+
+def gpus_of(fleet: Fleet) -> int:
+    """GPUs the fleet's engines use: each prefill and decode engine's tp_size."""
+    return sum(
+        int(engine_envelope(role, fleet.hostvars[h]).get("tp_size") or 1)
+        for role in ("prefill", "decode")
+        for h in fleet.hosts(role)
+    )
 
 
 def _role_of(added: str) -> str:
@@ -230,6 +257,30 @@ def _add_hosts(fleet: Fleet, option: Option, role: str, count: int) -> None:
         fleet.hostvars[name] = hv
         fleet.groups[GROUPS[role]].append(name)  # the group holds the template
         option.added_hosts.append(f"{name} (a copy of {template}'s {role} engine, {i} of {count})")
+    _advertise_beyond_loopback(fleet, option)
+
+
+def _dedicated_prefill(fleet: Fleet, option: Option, count: int, tp: int) -> None:
+    """Prefill on `count` hosts of its own at tp_size `tp` (GPUs 0..tp-1 of each): the declared prefill engines leave
+    the group sglang_prefill (their hosts keep their other roles), and the new hosts are copies of the first one's
+    prefill engine at that tp_size."""
+    template = fleet.hosts("prefill")[0]
+    before = engine_envelope("prefill", fleet.hostvars[template]).get("tp_size")
+    for host in fleet.hosts("prefill"):
+        option.removed_hosts.append(f"{host} from group sglang_prefill (its prefill GPUs are freed)")
+    fleet.groups[GROUPS["prefill"]] = []
+    for i in range(1, count + 1):
+        name = f"{template}-prefill-tp{tp}-{i}"
+        hv = copy.deepcopy(fleet.hostvars[template])
+        hv["inventory_hostname"] = name
+        for own in ("sglang_advertise_host", "ansible_host"):
+            hv.pop(own, None)
+        hv["sglang_prefill"] = {**(hv.get("sglang_prefill") or {}), "tp_size": tp, "gpu_ids": list(range(tp))}
+        hv["sglang_gpus_per_host"] = max(tp, int(hv.get("sglang_gpus_per_host") or tp))
+        fleet.hostvars[name] = hv
+        fleet.groups[GROUPS["prefill"]].append(name)
+        option.added_hosts.append(f"{name} (a copy of {template}'s prefill engine at tp_size {tp}, {i} of {count})")
+    option.changes.append((f"the new prefill hosts' sglang_prefill.tp_size (GPUs 0-{tp - 1})", before, tp))
     _advertise_beyond_loopback(fleet, option)
 
 
@@ -375,6 +426,9 @@ class Plan:
     today_times: list[str] = field(default_factory=list)  # predicted TTFT / ITL of today's fleet, when asked
     today_meets_slo: bool | None = None
     slo: str = ""  # the SLO asked, in words ("" none)
+    today_price: Price | None = None
+    arrivals: str = ""  # how the calls arrive in the time model, in words ("" no time asked)
+    tried: list[str] = field(default_factory=list)  # the time levers tried, in words
 
     @property
     def fits_today(self) -> bool:
@@ -473,9 +527,12 @@ def extend(
     settings: list[tuple[str, str, Any]],
     *,
     add_prefill_hosts: int = 0,
+    prefill_tp: int | None = None,
+    add_decode_hosts: int = 0,
 ) -> Option:
-    """`option` with more changes on top (prefill hosts, then `settings` as (role, key, value)), sized for `shape`
-    and checked by the validation like any option."""
+    """`option` with more changes on top (prefill hosts: `add_prefill_hosts` more copies of the declared prefill
+    engine, or that many hosts of their own at tp_size `prefill_tp` in place of the declared ones; decode hosts;
+    then `settings` as (role, key, value)), sized for `shape` and checked by the validation like any option."""
     changed = option.changed_fleet().copy()
     out = Option(
         _title(option.title, title),
@@ -483,9 +540,14 @@ def extend(
         added_hosts=list(option.added_hosts),
         caveats=list(option.caveats),
         exact=option.exact,
+        removed_hosts=list(option.removed_hosts),
     )
-    if add_prefill_hosts:
+    if prefill_tp is not None:
+        _dedicated_prefill(changed, out, add_prefill_hosts, prefill_tp)
+    elif add_prefill_hosts:
         _add_prefill_hosts(changed, out, add_prefill_hosts)
+    if add_decode_hosts:
+        _add_decode_hosts(changed, out, add_decode_hosts)
     _settle(out, changed, settings, model_config)
     if not out.refused:
         out.after = fleet_fit(changed, model_config, option.tokens(shape))  # the shape's tokens when exact
@@ -517,10 +579,55 @@ def describe_fit(fit: Fit) -> str:
     )
 
 
+def summary(result: Plan) -> list[str]:
+    """The plan's table on top: today and each option with its GPUs (added), whether it fits, its TTFT and ITL p90,
+    its goodput per GPU and its SLO verdict; empty when no time was predicted."""
+    priced = [("today", result.today_price, result.fits_today)] + [
+        (f"option {n}", o.price, True) for n, o in enumerate(result.options + result.shorter, 1)
+    ]
+    if result.today_price is None:
+        return []
+    today_gpus = result.today_price.gpus
+    head = ("", "GPUs (added)", "fits", "TTFT p90", "ITL p90", "goodput/GPU", "SLO")
+    rows = [head]
+    for label, p, fits in priced:
+        if p is None:
+            rows.append((label, "-", "yes" if fits else "no", "-", "-", "-", "-"))
+            continue
+        slo = "-" if p.meets_slo is None else "met" if p.meets_slo else "missed"
+        rows.append(
+            (
+                label,
+                f"{p.gpus} (+{p.gpus - today_gpus})" if p.gpus != today_gpus else f"{p.gpus}",
+                "yes" if fits else "no",
+                f"{p.ttft_p90_ms / 1000:,.1f} s",
+                f"{p.itl_p90_ms:,.1f} ms",
+                f"{p.goodput_per_gpu:,.1f} tok/s",
+                slo,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    table = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    ]
+    notes = [result.arrivals] if result.arrivals else []
+    if result.tried:
+        notes.append(f"levers tried for the SLO: {', '.join(result.tried)}")
+    return [*table, *notes, RANKING_NOTE]
+
+
+RANKING_NOTE = (
+    "answers are ranked by goodput per GPU (output tokens/s per GPU of the calls that meet the SLO, all calls when "
+    "none is asked), then by the GPUs they add"
+)
+
+
 def render(result: Plan, inventory: str) -> str:
     shape, today = result.shape, result.today
     lines = [
         f"want {shape} ({inventory})" + (f", SLO {result.slo}" if result.slo else ""),
+        *summary(result),
         f"today: {describe_fit(today)}",
     ]
     lines += [f"    {line}" for line in result.today_times]
