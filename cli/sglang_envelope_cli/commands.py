@@ -62,7 +62,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import render as render_risks
 
-from . import bench
+from . import bench, calibrate
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
 
@@ -393,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     req.add_argument("--max-new-tokens", type=int, required=True)
     req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
     bench.add_parser(sub)
+    calibrate.add_parser(sub)
     args = parser.parse_args(argv)
     _TIME["on"] = not args.no_time
     try:
@@ -413,6 +414,20 @@ def _run(args: argparse.Namespace) -> int:
         return monitoring_command(args.inventory, args.out)
     if args.command == "check-request":
         return check_request_command(args.inventory, args.input_tokens, args.max_new_tokens, args.chat)
+    if args.command == "calibrate":
+        try:
+            return calibrate.calibrate_command(
+                args.inventory,
+                load_inventory,
+                model_config_for,
+                time_steps(),
+                REPO / "reports",
+                args.from_live,
+                args.write,
+            )
+        except (PlanError, EnvelopeError, CapacityError, LiveFiguresMissing) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "bench":
         return bench.bench_command(args, load_inventory, model_config_for, time_steps())
     return capacity_command(args.inventory, args.out)

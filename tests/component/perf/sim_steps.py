@@ -1,5 +1,6 @@
 """The simulator's step table (sim/sglang_sim/step_tables/): the production envelope's model and tp priced by
-AIConfigurator with the time model's default corrections (sglang_perf_corrections) over sglang_perf_table's grid. `make sim-steps` writes it; test_step_table.py checks the committed one
+AIConfigurator with the time model's default corrections (sglang_perf_corrections) over sglang_perf_table's grid.
+`make sim-steps` writes it; test_step_table.py checks the committed one
 against what AIConfigurator answers now.
 
     .venv/bin/python tests/component/perf/sim_steps.py --write sim/sglang_sim/step_tables/<name>.json

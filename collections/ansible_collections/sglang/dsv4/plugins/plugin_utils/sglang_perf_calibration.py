@@ -301,7 +301,8 @@ class CalibratedSteps(OneRoundSteps):
         return self._fitted
 
     def describe(self) -> str:
-        return f"{source_text(self.base)}; {self.calibration.describe()}"
+        fitted = self.calibration.describe()  # first: the fit asks the base source, which then knows its corrections
+        return f"{source_text(self.base)}; {fitted}"
 
     def band(self, stage: str, context: int, batch: float) -> Band:
         return self.calibration.band(stage, context, batch)

@@ -840,8 +840,10 @@ def _beyond_timeouts(
     fleet: Fleet, model_config: Mapping[str, Any], shape: FleetShape, work: Workload, pred: Prediction, tokens: int
 ) -> list[dict[str, Any]]:
     """call_beyond_request_timeout: the calls the routers admit at once, of `tokens` each, take longer (TTFT p90 +
-    the output at ITL p90) than the smallest request_timeout_secs of the routers, which ends a call it still
-    proxies after that long (smg's default applies where none is declared)."""
+    the output at ITL p90) than the smallest request_timeout_secs of the routers (smg's default where none is
+    declared). smg 1.13.0 holds each attempt upstream to that deadline, from sending it to its last byte: a stream
+    already answered ends with a stream_error event, a call not yet answered is tried again, up to retry_max_retries
+    attempts, then 502 (measured: tests/component/sim/test_smg_request_timeout.py)."""
     routers = [(h, router_envelope(fleet.hostvars[h])) for h in fleet.hosts("router")]
     if not routers:
         return []
@@ -868,7 +870,8 @@ def _beyond_timeouts(
             "warn",
             f"{work.concurrency} calls of {tokens:,} tokens admitted at once take up to {e2e / 1000:,.0f} s each "
             f"(TTFT p90 {pred.ttft_p90.text()}, then {work.osl - 1:,} tokens at ITL p90 {pred.itl_p90.ms:,.1f} ms), "
-            f"beyond {host}'s request_timeout_secs={timeout_s:g}: the router ends such calls before they finish",
+            f"beyond {host}'s request_timeout_secs={timeout_s:g}: smg ends each attempt at that deadline, so a stream "
+            "ends in a stream_error event and a call not yet answered is retried, then refused with 502",
             {
                 "calls": work.concurrency,
                 "tokens_per_call": tokens,
