@@ -223,6 +223,34 @@ def test_time_risks_router_beyond_prefill_and_itl() -> None:
     assert itl["id"] == "decode_batch_beyond_itl_slo" and itl["numbers"]["itl_at_limit_ms"] == 10.0
 
 
+def test_a_call_longer_than_the_routers_request_timeout_is_a_risk_with_a_fix() -> None:
+    """64 calls of 3,000 in + 1,000 out at once, 2 prompts a pass of 1 s: they end prefill at 1, 1, 2, 2 .. 32 s and
+    the p90 (rank 56.7) at 29 s; then 999 tokens at ITL p90 10 ms: 38.99 s, beyond a request_timeout_secs of 30. The
+    fix takes each figure's band high end: 29 x 1.51 = 43.79 s and 999 x 13.1 ms = 13.09 s, 56.88: 57 s. At 40 s
+    there is no risk."""
+    hostvars, groups = production()
+    router = hostvars["gpu-node-01"]["sglang_router"]
+    hostvars["gpu-node-01"]["sglang_router"] = {**router, "request_timeout_secs": 30}
+    (risk,) = perf.time_risks(fleet_from_inventory(hostvars, groups), DSV4, 4000, perf.Slo(60_000.0, 80.0), Stub())
+    assert (risk["id"], risk["severity"]) == ("call_beyond_request_timeout", "warn")
+    assert risk["numbers"] == {
+        "calls": 64,
+        "tokens_per_call": 4000,
+        "e2e_p90_s": 39.0,
+        "ttft_p90_s": 29.0,
+        "request_timeout_secs": 30.0,
+    }
+    assert [f["title"] for f in risk["fixes"]] == [
+        "raise request_timeout_secs to the band's high end of the call's time (57 s)"
+    ]
+    assert risk["summary"].endswith(
+        "beyond gpu-node-01's request_timeout_secs=30: smg ends each attempt at that deadline, so a stream ends in a "
+        "stream_error event and a call not yet answered is retried, then refused with 502"
+    )
+    hostvars["gpu-node-01"]["sglang_router"] = {**router, "request_timeout_secs": 40}
+    assert perf.time_risks(fleet_from_inventory(hostvars, groups), DSV4, 4000, perf.Slo(60_000.0, 80.0), Stub()) == []
+
+
 def test_the_audit_predicts_the_longest_and_the_typical_call_at_the_routers_admission() -> None:
     # The router admits 64. The longest call: 524,288 - 2 = 524,286 tokens, 523,286 in = 64 chunks of 8,192 at
     # 1,000 ms: 64 s a prompt; the typical call (no sglang_workload): 32,768 tokens, 31,768 in = 4 chunks: 4 s.

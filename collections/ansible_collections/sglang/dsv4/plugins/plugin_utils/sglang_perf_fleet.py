@@ -329,8 +329,8 @@ def figure_lines(pred: Prediction) -> list[str]:
         ("ITL p90", "itl_p90", "ms"),
     ):
         line = f"{label} {getattr(pred, name).text(unit)}"
-        if twin is not None:
-            other = getattr(twin, name).ms
+        other = getattr(twin, name).ms if twin is not None else None
+        if other is not None and not math.isclose(other, getattr(pred, name).ms, rel_tol=0.005):
             line += f" [uncalibrated: {other / (1000.0 if unit == 's' else 1.0):,.2f} {unit}]"
         lines.append(line)
     if pred.rejected:
@@ -921,4 +921,8 @@ def request_times(
     who = "the router's max_concurrent_requests" if shape.router_max_concurrent else "the decode running slots"
     lines = ["idle fleet, " + time_lines(one, idle)[0]] + [f"  {line}" for line in figure_lines(one)]
     lines += [f"at the admitted concurrency ({admitted}, {who}), " + time_lines(many, busy)[0]]
-    return lines + [f"  {line}" for line in figure_lines(many)]
+    lines += [f"  {line}" for line in figure_lines(many)]
+    for work, pred in ((idle, one), (busy, many)):
+        for risk in _beyond_timeouts(fleet, model_config, shape, work, pred, tokens):
+            lines.append(f"risk: {risk['id']}: {risk['summary']}")
+    return lines
