@@ -320,7 +320,7 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_validate as _validate
 
-    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    names = {g: list(groups.get(g, [])) for g in (*_declared.GROUPS.values(), *_validate.COMPONENT_GROUPS)}
     hosts = sorted({h for members in names.values() for h in members})
     try:
         return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
