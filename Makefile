@@ -25,11 +25,12 @@ ROLLOUT_DIRS := $(filter tests/lab/stack,$(TEST_DIRS))
 SHELL_SCRIPTS ?= .ci/run collections/ansible_collections/sglang/dsv4/roles/sglang_lab/files/sglang-lab-machine collections/ansible_collections/sglang/dsv4/roles/sglang_common/files/wheelhouse.sh
 
 # Controller packages: systemd-nspawn, debootstrap, socat (ssh ProxyCommand), shellcheck (lint),
-# prometheus (promtool: the alert rules tests), haproxy and keepalived (the front's configuration checks and
-# tests/component/frontend), plus tools a minimal Debian may lack.
+# prometheus (promtool: the alert rules tests), haproxy, keepalived and prometheus-alertmanager (amtool): the
+# render play's checks of every rendered file (plugins/plugin_utils/sglang_filecheck.py) and tests/component/frontend,
+# plus tools a minimal Debian may lack.
 APT_PACKAGES := systemd systemd-container debootstrap socat shellcheck openssh-client iproute2 util-linux procps haproxy \
 	keepalived \
-	prometheus
+	prometheus prometheus-alertmanager
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the

@@ -76,7 +76,7 @@ def modelled_argument(dest: str) -> dict[str, Any]:
 
 def _token_kind(flag: Flag) -> str:
     """The kind of one value token of a flag (an int list's tokens are ints)."""
-    return "int" if flag.kind == "intlist" else flag.kind
+    return flag.kind.removesuffix("list")
 
 
 def build_parser() -> argparse.ArgumentParser:

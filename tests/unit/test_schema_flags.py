@@ -92,7 +92,12 @@ def _fleet(**decode: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
     hv = {
         "sglang_model": {"path": "/m", "served_name": "dsv4", "params_b": 284, "quantization": "mxfp4"},
         "sglang_gpu_memory_gib": 141,
-        "sglang_engine_common": {"context_length": 524288, "chunked_prefill_size": 8192, "tp_size": 4},
+        "sglang_engine_common": {
+            "context_length": 524288,
+            "chunked_prefill_size": 8192,
+            "tp_size": 4,
+            "enable_metrics": True,
+        },
         "sglang_prefill": {
             "gpu_ids": [0, 1, 2, 3],
             "port": 30000,

@@ -111,3 +111,27 @@ def test_two_routers_are_a_mesh() -> None:
 )
 def test_a_single_router_or_a_host_outside_the_group_has_no_mesh(groups: dict[str, list[str]], host: str) -> None:
     assert router_mesh(HOSTVARS, groups, host) == {}
+
+
+MESH_KEYS = ["enable_mesh", "mesh_server_name", "mesh_advertise_host", "mesh_port", "mesh_peer_urls"]
+
+
+@pytest.mark.parametrize("key", MESH_KEYS)
+def test_a_declared_mesh_key_is_refused_naming_it(key: str) -> None:
+    """The mesh keys are schema keys (the codec renders them) that only the inventory sets: declared, refused."""
+    with pytest.raises(EnvelopeError) as caught:
+        routers({"r1": {"sglang_router": {key: 1}}}, {"sglang_router": ["r1"]})
+    assert str(caught.value).startswith(f"sglang_router.{key}=1: the deployment derives {key} from ")
+    assert str(caught.value).endswith(f"; fix: remove sglang_router.{key}")
+
+
+def test_the_mesh_keys_render_as_smg_flags() -> None:
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import from_argv, to_argv
+
+    mesh = router_mesh(HOSTVARS, {"sglang_router": ["r1", "r2", "r4"]}, "r1")
+    argv = to_argv("router", mesh)
+    assert argv == [
+        "--enable-mesh", "--mesh-server-name", "r1", "--mesh-advertise-host", "10.0.0.11", "--mesh-port", "39527",
+        "--mesh-peer-urls", "r2.lab:39527", "[fd00::4]:39527",
+    ]  # fmt: skip
+    assert from_argv("router", argv) == mesh

@@ -1083,7 +1083,8 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("cuda-graph-max-bs-equal-running", _with(_D, cuda_graph_max_bs_decode=64, cuda_graph_bs_decode=None)),
     ("prefill-cuda-graph-sizes-ignore-running", _with(_P, cuda_graph_bs_prefill=[1, 512], max_running_requests=4)),
     ("fp4-indexer-off", _with(_D, enable_deepseek_v4_fp4_indexer=False)),
-    ("watchdog-short", _with(_C, watchdog_timeout=0.001)),
+    # The shortest watchdog above the longest forward step (16384 tokens, timeout.watchdog_fits_longest_step).
+    ("watchdog-at-the-longest-step", _with(_C, watchdog_timeout=2.57)),
     ("transfer-backend-nixl", _with(_C, disaggregation_transfer_backend="nixl")),
 ]
 
@@ -1126,6 +1127,7 @@ BASE_V32: dict[str, Any] = {
         "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384,
         "disaggregation_transfer_backend": "mooncake",
+        "enable_metrics": True,
     },
     _P: {**BASE[_P], "gpu_ids": list(range(8))},
     _D: {**BASE[_D], "gpu_ids": list(range(8, 16))},

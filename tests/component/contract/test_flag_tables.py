@@ -55,4 +55,4 @@ def test_every_envelope_flag_is_in_its_parser() -> None:
     for key in KEYS:
         assert key.flag or key.env, key.name
         if key.flag:
-            assert key.kind in ("int", "float", "str", "bool", "intlist", "size"), key
+            assert key.kind in ("int", "float", "str", "bool", "intlist", "strlist", "size"), key

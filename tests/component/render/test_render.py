@@ -108,14 +108,33 @@ def _unit(path: Path) -> dict[str, list[str]]:
     return directives
 
 
+# The monitoring files (roles/sglang_monitoring): the drift exporter's units on each engine host; Prometheus's and
+# Alertmanager's files on the monitoring host (the first router host of these inventories).
+DRIFT_UNITS = ("etc/systemd/system/sglang-drift-export.service", "etc/systemd/system/sglang-drift-export.timer")
+SERVER_FILES = (
+    "etc/prometheus/sglang_rules.yml",
+    "etc/prometheus/sglang_dashboard.json",
+    "etc/prometheus/prometheus.yml",
+    "etc/prometheus/alertmanager.yml",
+    "etc/default/prometheus",
+    "etc/default/prometheus-alertmanager",
+)
+
+
 def test_every_host_gets_its_files_and_no_other(rendered: tuple[str, Path]) -> None:
     name, root = rendered
+    hosts = HOSTS[name]
+    engine_hosts = set(hosts["prefill"] + hosts["decode"])
     expected = {
         path.relative_to(root)
-        for role, hosts in HOSTS[name].items()
-        for host in hosts
+        for role, role_hosts in hosts.items()
+        for host in role_hosts
         for path in _files(root, host, role)
     }
+    expected |= {Path(host, unit) for host in engine_hosts for unit in DRIFT_UNITS}
+    expected |= {Path(hosts["router"][0], path) for path in SERVER_FILES}
+    # Beside each host's files, the command that checks each (the render play's last step runs them).
+    expected |= {Path(host, ".sglang-checks.json") for host in engine_hosts | set(hosts["router"])}
     assert {p.relative_to(root) for p in root.rglob("*") if p.is_file()} == expected
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import Any
@@ -20,6 +21,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "path": {"type": "str", "required": True},
             "content": {"type": "str", "required": True},
             "mode": {"type": "raw", "required": True},
+            "check": {"type": "str", "default": ""},
+            "declared": {"type": "dict", "default": {}},
         },
     },
 }
@@ -55,6 +58,27 @@ def _write(path: str, data: bytes, mode: int) -> None:
         raise
 
 
+# Beside the files of one host: {path on the host: {check, declared}}, read by the render play's last step
+# (plugins/plugin_utils/sglang_filecheck.py), which runs each file's checker on the controller.
+CHECKS_FILE = ".sglang-checks.json"
+
+
+def _record_checks(dest_dir: str, files: list[dict[str, Any]], check_mode: bool) -> None:
+    """Merge the checks of `files` into dest_dir's manifest (one host's tasks run one after the other)."""
+    checks = {f["path"]: {"check": f["check"], "declared": f["declared"]} for f in files if f["check"]}
+    if not checks:
+        return
+    path = os.path.join(dest_dir, CHECKS_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            known = json.load(handle)
+    except (OSError, ValueError):
+        known = {}
+    merged = {**known, **checks}
+    if merged != known and not check_mode:
+        _write(path, json.dumps(merged, indent=1, sort_keys=True).encode(), 0o644)
+
+
 class ActionModule(ActionBase):
     """Each file lands at <dest_dir>/<path> (path is the absolute path the file has on its host)."""
 
@@ -78,5 +102,6 @@ class ActionModule(ActionBase):
             written.append(path)
             if not self._task.check_mode:
                 _write(path, data, mode)
+        _record_checks(params["dest_dir"], params["files"], self._task.check_mode)
         result.update(changed=bool(written), written=written)
         return result

@@ -320,7 +320,7 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_validate as _validate
 
-    names = {g: list(groups.get(g, [])) for g in _declared.GROUPS.values()}
+    names = {g: list(groups.get(g, [])) for g in (*_declared.GROUPS.values(), *_validate.COMPONENT_GROUPS)}
     hosts = sorted({h for members in names.values() for h in members})
     try:
         return list(_validate.check_fleet({h: hostvars[h] for h in hosts}, names, _plain(model_config)))
@@ -732,6 +732,40 @@ def monitoring(
     }
 
 
+def render_entries(files: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A role's file entries ({dest, content, mode?, validate?}) as sglang_render_files entries: each keeps its
+    deploy's `validate:` command as its check; a systemd unit is checked by systemd-analyze verify."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_filecheck as _filecheck
+
+    out = []
+    for entry in files:
+        dest = str(entry["dest"])
+        unit = dest.startswith("/etc/systemd/") and dest.endswith(_filecheck.UNIT_SUFFIXES)
+        check = str(entry.get("validate") or (_filecheck.UNIT_CHECK if unit else ""))
+        out.append({"path": dest, "content": str(entry["content"]), "mode": entry.get("mode", "0644"), "check": check})
+    return out
+
+
+def unit_declared(sources: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each directive of a unit mapped to the declared variable that sets it ({variable: {Section: {Directive: v}}}
+    or {variable: {Directive: v}} for a flat one such as sglang_common_hardening); the later source wins."""
+    found: dict[str, str] = {}
+    for var, sections in sources.items():
+        for name, value in (sections or {}).items():
+            if isinstance(value, Mapping):
+                found.update({str(d): f"{var}.{name}.{d}" for d in value})
+            else:
+                found[str(name)] = f"{var}.{name}"
+    return found
+
+
+def check_rendered(render_dir: str, cache_dir: str = "") -> dict[str, Any]:
+    """Every file of render_dir checked by its own program on the controller (plugin_utils/sglang_filecheck)."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_filecheck as _filecheck
+
+    return _filecheck.check_rendered(render_dir, cache_dir or None)
+
+
 class FilterModule:
     """sglang_* filters."""
 
@@ -787,4 +821,7 @@ class FilterModule:
             "sglang_fact_json": to_fact_json,
             "sglang_audit_records": audit_records,
             "sglang_monitoring": monitoring,
+            "sglang_render_entries": render_entries,
+            "sglang_unit_declared": unit_declared,
+            "sglang_check_rendered": check_rendered,
         }

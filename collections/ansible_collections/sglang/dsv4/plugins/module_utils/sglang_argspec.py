@@ -25,11 +25,11 @@ class Flag(NamedTuple):
 
     @property
     def kind(self) -> str:
-        """The envelope value type this flag carries: bool, int, float, size, intlist or str."""
+        """The envelope value type this flag carries: bool, int, float, size, intlist, strlist or str."""
         if self.nargs == 0:
             return "bool"
-        if self.nargs in ("+", "*") and self.type == "int":
-            return "intlist"
+        if self.nargs in ("+", "*") and self.type in ("int", "str"):
+            return f"{self.type}list"
         return {"int": "int", "float": "float", "human_readable_int": "size"}.get(str(self.type), "str")
 
 

@@ -96,10 +96,14 @@ def local_address(listen: Any) -> str:
     return "127.0.0.1" if str(listen or "0.0.0.0") in WILDCARDS else str(listen)
 
 
+def socket_address(address: str, port: Any) -> str:
+    """`address:port`, an IPv6 address in brackets (RFC 3986; smg parses each mesh peer so)."""
+    return f"[{address}]:{port}" if ":" in address and not address.startswith("[") else f"{address}:{port}"
+
+
 def http_url(address: Any, port: Any) -> str:
     """`http://address:port`, an IPv6 address in brackets (RFC 3986)."""
-    text = str(address)
-    return f"http://[{text}]:{port}" if ":" in text and not text.startswith("[") else f"http://{text}:{port}"
+    return f"http://{socket_address(str(address), port)}"
 
 
 def local_url(listen: Any, port: Any) -> str:
@@ -183,7 +187,7 @@ def router_mesh(
     if len(names) < 2 or host not in names:
         return {}
     port = int(default_of("router", "mesh_port"))
-    peers = [f"{advertised(n, all_hostvars[n])}:{port}" for n in names if n != host]
+    peers = [socket_address(advertised(n, all_hostvars[n]), port) for n in names if n != host]
     return {
         "enable_mesh": True,
         "mesh_server_name": host,

@@ -167,7 +167,30 @@ class _IntList(Kind):
         return [int(x) for x in a] == [int(x) for x in b]
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (Kind(), _Int(), _Size(), _Float(), _Bool(), _IntList())}
+class _StrList(Kind):
+    """Several string tokens after one flag (smg's `--mesh-peer-urls a:39527 b:39527`)."""
+
+    name, nargs = "strlist", "+"
+
+    def coerce(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(value)
+        return [str(v) for v in value]
+
+    def parse(self, tokens: Sequence[str]) -> Any:
+        return list(tokens)
+
+    def render(self, flag: str, value: Any) -> list[str]:
+        return [flag, *(str(v) for v in value)] if value else []
+
+    def loose(self, value: Any) -> Any:
+        return [str(v) for v in value]
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        return [str(x) for x in a] == [str(x) for x in b]
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (Kind(), _Int(), _Size(), _Float(), _Bool(), _IntList(), _StrList())}
 
 
 @dataclass(frozen=True)
@@ -184,6 +207,7 @@ class Key:
     doc: str = ""
     limit: bool = False  # one of the limits the audit reports first
     secret: bool = False
+    derived: str = ""  # set by the deployment from this source, never declared (normalize refuses it)
     flag: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -264,6 +288,12 @@ KEYS: tuple[Key, ...] = (
     Key("retry_max_retries", _R, doc="attempts for a failed request"),
     Key("retry_initial_backoff_ms", _R, doc="first retry backoff"),
     Key("retry_max_backoff_ms", _R, doc="longest retry backoff"),
+    # smg's HA mesh between several routers: derived from the inventory (sglang_declared.router_mesh).
+    Key("enable_mesh", _R, derived="the inventory group sglang_router (two routers or more)"),
+    Key("mesh_server_name", _R, derived="the router's inventory host name"),
+    Key("mesh_advertise_host", _R, derived="sglang_advertise_host"),
+    Key("mesh_port", _R, derived="smg's default mesh port"),
+    Key("mesh_peer_urls", _R, derived="sglang_advertise_host of the other routers"),
 )
 
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
@@ -354,8 +384,13 @@ def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]
         if name in DEPLOY_KEYS:
             out[name] = coerce(Key(name, (role,), kind=DEPLOY_KEYS[name]), value, where)
             continue
+        if name in valid and valid[name].derived:
+            raise EnvelopeError(
+                f"{where}.{name}={value!r}: the deployment derives {name} from {valid[name].derived}; "
+                f"fix: remove {where}.{name}"
+            )
         if name not in valid:
-            hint = did_you_mean(name, [*valid, *DEPLOY_KEYS])
+            hint = did_you_mean(name, [*(n for n, k in valid.items() if not k.derived), *DEPLOY_KEYS])
             raise EnvelopeError(
                 f"{where}.{name}={value!r}: not a known {role} envelope key{hint}; fix: remove it or use one of "
                 f"the schema keys in plugins/module_utils/sglang_schema.py"

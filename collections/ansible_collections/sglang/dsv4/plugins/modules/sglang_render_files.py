@@ -51,6 +51,16 @@ options:
         description: The file's mode, as an octal string (V("0640")) or a number.
         type: raw
         required: true
+      check:
+        description:
+          - The command that checks the file on its host, C(%s) standing for the file (V(haproxy -c -f %s)); it is
+            recorded in O(dest_dir)/.sglang-checks.json, where C(playbooks/render.yml) runs it on the controller.
+        type: str
+        default: ""
+      declared:
+        description: What the checker may name in the file (a directive, a key), mapped to the declared variable.
+        type: dict
+        default: {}
 """
 
 EXAMPLES = r"""

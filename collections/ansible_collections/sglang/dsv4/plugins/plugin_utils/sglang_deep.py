@@ -33,6 +33,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     model_config_path,
     router_argv_workers,
     router_envelope,
+    router_mesh,
     workers,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
@@ -93,18 +94,20 @@ def engine_line(host: str, role: str, hostvars: Mapping[str, Any], models_dir: P
 def router_line(
     host: str, hostvars: Mapping[str, Any], all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Any]
 ) -> Line:
-    """The router's flags as its serve script renders them (roles/sglang_router/tasks/spec.yml)."""
-    envelope = router_envelope(hostvars)
+    """The router's flags as its serve script renders them (roles/sglang_router/tasks/spec.yml), smg's mesh flags
+    included where the inventory has several routers."""
+    names = {g: list(groups.get(g, [])) for g in GROUPS.values()}
+    envelope = {**router_envelope(hostvars), **router_mesh(all_hostvars, names, host)}
     if hostvars.get("sglang_api_key"):
         envelope["api_key"] = SECRET_SET
-    names = {g: list(groups.get(g, [])) for g in GROUPS.values()}
     extra = [str(a) for a in hostvars.get("sglang_router_extra_args", ROUTER_EXTRA_ARGS)]
     argv = ["--pd-disaggregation", *router_argv_workers(workers(all_hostvars, names)), *to_argv("router", envelope)]
     line = Line(host, "router", [*argv, *extra])
     for key in keys_for("router"):
         if key.flag and envelope.get(key.name) is not None:
             value = SECRET_SET if key.secret else envelope[key.name]
-            line.sources[key.flag] = ("sglang_api_key" if key.secret else f"sglang_router.{key.name}", value)
+            declared = key.derived or ("sglang_api_key" if key.secret else f"sglang_router.{key.name}")
+            line.sources[key.flag] = (declared, value)
     line.sources["--prefill"] = ("the inventory group sglang_prefill (worker URLs and bootstrap ports)", None)
     line.sources["--decode"] = ("the inventory group sglang_decode (worker URLs)", None)
     for arg in extra:

@@ -11,6 +11,7 @@ from .sglang_pairs import PAIR_RULES, TIMING_RULES
 from .sglang_router_rules import ROUTER_RULES
 from .sglang_rules import WARNING, Rule
 from .sglang_sidedoors import SIDEDOOR_RULES
+from .sglang_stack_rules import STACK_RULES
 
 RULES: tuple[Rule, ...] = (
     *HOST_RULES,
@@ -20,6 +21,7 @@ RULES: tuple[Rule, ...] = (
     *PAIR_RULES,
     *TIMING_RULES,
     *SIDEDOOR_RULES,
+    *STACK_RULES,
 )
 SCOPES = {
     "host": "An engine host's own variables (host_problems), checked once per engine host.",
@@ -35,6 +37,12 @@ SCOPES = {
     "(sglang_sidedoors).",
     "sidedoor_address": "Each engine's listen address against the address its peers connect to: the router, and for a "
     "prefill engine the decode engines (sglang_sidedoors).",
+    "units": "The unit of each duration setting, in its name or its value, and a value plausible for that unit "
+    "(sglang_stack_rules, over the whole inventory).",
+    "needs": "What one component needs of another: the front of the routers, the monitoring of the engines "
+    "(sglang_stack_rules).",
+    "timeout": "Each timeout on a request's path against the longest call the envelope admits: the capacity model's "
+    "per-call context at sglang_stack_rules.PREFILL_TOKENS_PER_S (longest_call_s; runs when units and needs pass).",
 }
 
 

@@ -76,7 +76,7 @@ BACKEND = "disaggregation_transfer_backend"
 
 # The router's envelope keys, smg flags the role renders from the inventory groups, and router flags that override an
 # envelope key.
-ROUTER_KEYS = frozenset(k.name for k in keys_for("router"))
+ROUTER_KEYS = frozenset(k.name for k in keys_for("router") if not k.derived)  # the mesh keys are derived
 GROUP_FLAGS = {
     "pd_disaggregation": "the role (every router runs --pd-disaggregation)",
     "prefill": "the inventory group sglang_prefill (worker URLs and bootstrap ports)",

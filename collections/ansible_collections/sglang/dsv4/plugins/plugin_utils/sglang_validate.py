@@ -10,17 +10,21 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     engine_envelope,
     model_config_path,
     router_envelope,
+    router_mesh,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 
 from .sglang_engine_rules import CAPACITY, ENGINE_RULES, EngineContext
 from .sglang_fleet import Engine, answer
-from .sglang_fleet_rules import FLEET_RULES, ServerContext
+from .sglang_fleet_rules import FLEET_RULES, ServerContext, component_listeners
 from .sglang_host_rules import HOST_RULES, MODEL_FACT_RULES, HostContext
 from .sglang_pairs import fleet_pair_problems
 from .sglang_router_rules import ROUTER_RULES, RouterContext
 from .sglang_rules import findings, message, run
 from .sglang_sidedoors import sidedoor_problems
+from .sglang_stack_rules import STACK_RULES, Server, StackContext
+
+COMPONENT_GROUPS = ("sglang_frontend", "sglang_monitoring")  # read by the port map and the stack rules
 
 
 def model_fact_problems(host: str, hostvars: Mapping[str, Any], model_config: Mapping[str, Any]) -> list[str]:
@@ -71,6 +75,7 @@ def check_fleet(
     for host in sorted(engine_hosts):
         errors += host_problems(host, all_hostvars[host], model_config)
     routers: dict[str, dict[str, Any]] = {}
+    servers: list[Server] = []
     for role in (*ENGINE_ROLES, "router"):
         for host in groups.get(GROUPS[role], []):
             hv = all_hostvars[host]
@@ -79,12 +84,15 @@ def check_fleet(
             except EnvelopeError as exc:
                 errors.append(f"{host}: {exc}")
                 continue
+            mesh = router_mesh(all_hostvars, groups, host) if role == "router" else {}
             server = ServerContext(
-                host, role, env, per_host_ports.setdefault(host, {}), per_host_gpus.setdefault(host, {})
-            )
+                host, role, env, per_host_ports.setdefault(host, {}), per_host_gpus.setdefault(host, {}), hv,
+                [("smg's mesh port (two routers or more)", mesh["mesh_port"])] if mesh else [],
+            )  # fmt: skip
             errors += run(FLEET_RULES, server)
             per_host_ports[host].update((port, var) for var, port in server.ports)
             per_host_gpus[host].update((int(gpu), f"sglang_{role}") for gpu in server.gpus)
+            servers.append(Server(host, role, env))
             if role == "router":
                 routers[host] = env
                 continue
@@ -94,12 +102,19 @@ def check_fleet(
                 engines.append(Engine.from_limits(host, role, limits))
             elif env.get("context_length") is not None:
                 unsized_contexts.append(int(env["context_length"]))
+    component_hosts = {h for g in COMPONENT_GROUPS for h in groups.get(g, [])}
+    for host in sorted({*per_host_ports, *component_hosts}):  # the other components' listeners, per host
+        listeners = component_listeners(host, all_hostvars[host], groups)
+        errors += run(
+            FLEET_RULES, ServerContext(host, "components", {}, per_host_ports.get(host, {}), {}, extra=listeners)
+        )
     memory = answer(engines, list(routers.values())).memory if engines else None
     decode_running = memory.decode_running if memory else 0
     context_len = min(([memory.per_call_context] if memory else []) + unsized_contexts, default=None)
     for host, env in routers.items():
         others = [e for h, e in routers.items() if h != host]
         errors += check_router(host, env, decode_running, context_len, others)
+    errors += run(STACK_RULES, StackContext(all_hostvars, groups, servers, context_len))
     errors += fleet_pair_problems(all_hostvars, groups, model_config)
     errors += sidedoor_problems(all_hostvars, groups)  # extra env and args, ports, addresses (sglang_sidedoors)
     return errors

@@ -11,7 +11,8 @@ smg has no check-only mode, and its bounds live in two places:
 2. Rust: the config validator runs when `Router.start()` begins (zero intervals and timeouts, a timeout that
    must be positive when a queue is configured, bind hosts that are not IP addresses, metrics port vs port).
    It is reached by starting smg for real, as a child process, on a copy of the line that cannot reach
-   anything: the listeners on 127.0.0.1 and free ports (two declared ports that are equal stay equal, a
+   anything: the listeners (the mesh's included) on 127.0.0.1 and free ports, the mesh peers given by IP address on
+   closed loopback ports (two declared ports that are equal stay equal, a
    declared 0 stays 0; a bind host that is not an IP address stays as declared, since smg refuses it before it
    binds), and every worker URL replaced by a closed port on 127.0.0.1, so no engine host is contacted. As soon
    as the main listener accepts a connection the line is accepted and the child is killed; a child that exits
@@ -108,15 +109,19 @@ def isolated(argv: list[str]) -> tuple[list[str], int, dict[str, int]]:
     main_port = 0
     for start, end in groups(out):
         flag, values = out[start], out[start + 1 : end]
-        if flag in ("--host", "--prometheus-host") and values and _is_ip(values[0]):
-            out[start + 1] = "127.0.0.1"
-        elif flag in ("--port", "--prometheus-port") and values:
+        if flag in ("--host", "--prometheus-host", "--mesh-host", "--mesh-advertise-host") and values:
+            out[start + 1] = "127.0.0.1" if _is_ip(values[0]) else values[0]
+        elif flag in ("--port", "--prometheus-port", "--mesh-port") and values:
             if values[0] != "0" and values[0].lstrip("-").isdigit():
                 out[start + 1] = str(ports.setdefault(values[0], free.take()))
             if flag == "--port":
                 main_port = int(out[start + 1]) if out[start + 1].lstrip("-").isdigit() else 0
         elif flag in ("--prefill", "--decode") and values:
             out[start + 1] = f"http://127.0.0.1:{free.take()}"
+        elif flag == "--mesh-peer-urls":  # the peers: closed loopback ports, the port's form kept
+            for i, peer in enumerate(values, start + 1):
+                host, _sep, port = peer.rpartition(":")
+                out[i] = f"127.0.0.1:{free.take()}" if _is_ip(host) and port.isdigit() else peer
     if "--port" not in out:  # smg's default port: poll it where the child would listen
         main_port = free.take()
         out += ["--port", str(main_port)]
