@@ -757,7 +757,7 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             [],
             [
-                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request,bench} ...",
+                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request,bench,calibrate} ...",
                 "  --no-time             memory only: leave out the time model (TTFT/ITL predictions)",
                 "    capacity            capacity table and chart of every engine host of an inventory",
                 "    plan                does a workload shape fit the inventory, and what makes it fit",
@@ -765,6 +765,7 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
                 "    check-request       which limit would reject a request of this shape, with its text",
                 "    bench               benchmark the deployed fleet with SGLang's bench_serving, measured beside "
                 "predicted",
+                "    calibrate           the fleet's measured points and the time model's calibration to them",
             ],
         ),
         (

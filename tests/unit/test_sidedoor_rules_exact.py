@@ -447,7 +447,7 @@ GOOD: list[tuple[str, Fleet]] = [
     ("env-heartbeat-at-floor", env(SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL="2")),
     ("env-one-heartbeat-failure", env(SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE="1")),
     # The shortest wait that still covers the longest prompt's prefill (timeout.decode_waiting_fits_longest_call).
-    ("env-waiting-timeout-at-the-longest-prefill", env(SGLANG_DISAGGREGATION_WAITING_TIMEOUT="82")),
+    ("env-waiting-timeout-at-the-longest-prefill", env(SGLANG_DISAGGREGATION_WAITING_TIMEOUT="67")),
     ("env-nixl-params-of-strings", nixl(SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS='{"num_threads": "4"}')),
     (
         "env-nixl-device-list-off-ucx",

@@ -4,7 +4,7 @@ for word; each unusual valid one yields none.
 
 The base is the shared envelope of test_validate_rules_exact on host `h` (prefill, decode, router), with a HAProxy
 front on host `f` (sglang_frontend) where a case adds one. The longest call is the capacity model's per-call context,
-524288 tokens, at PREFILL_TOKENS_PER_S = 6400: 81.92 s."""
+524288 tokens, at PREFILL_TOKENS_PER_S = 7900: 66.37 s."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ MESH = {**GROUPS, "sglang_router": ["h", "r2"]}
 HALF = _with(_R, max_concurrent_requests=32)  # two routers share the decode fleet's 64
 TWO_HOSTS = {"sglang_prefill": ["h"], "sglang_decode": ["h"], "sglang_router": ["r"], "sglang_frontend": ["f"]}
 FIX_PORTS = "fix: give each server on a host its own ports"
-LONGEST = "a 524288-token prompt takes 82 s to prefill at 6400 tokens/s, so the call is cut off"
+LONGEST = "a 524288-token prompt takes 66 s to prefill at 7900 tokens/s, so the call is cut off"
 
 
 def _fleet(overrides: dict[str, Any], groups: dict[str, list[str]], **hosts: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +249,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
         [
             f"h: sglang_router.request_timeout_secs=60: smg's per-request timeout (60 s) is shorter than the "
             f"longest call "
-            f"the envelope admits: {LONGEST} [timeout.router_request_fits_longest_call]; fix: raise it to >= 82"
+            f"the envelope admits: {LONGEST} [timeout.router_request_fits_longest_call]; fix: raise it to >= 67"
         ],
     ),
     (
@@ -262,7 +262,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
             "f: sglang_frontend_timeout_silent='1m': HAProxy's timeout server (no answer yet) (60 s) is "
             "shorter than the "
             f"longest call the envelope admits: {LONGEST} [timeout.front_server_fits_longest_call]; fix: raise it to "
-            ">= 82s"
+            ">= 67s"
         ],
     ),
     (
@@ -277,7 +277,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
             "of a prompt (SGLang's default 300 when unset) (60 s) is shorter than the longest call the "
             "envelope admits: "
             f"{LONGEST} [timeout.decode_waiting_fits_longest_call]; fix: set "
-            "sglang_engine_extra_env.SGLANG_DISAGGREGATION_WAITING_TIMEOUT to >= 82"
+            "sglang_engine_extra_env.SGLANG_DISAGGREGATION_WAITING_TIMEOUT to >= 67"
         ],
     ),
     (
@@ -290,7 +290,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
             "h: sglang_engine_common.watchdog_timeout=60.0: SGLang's watchdog (60 s) kills the engine when "
             "one forward step "
             "takes longer (managers/scheduler.py: create_scheduler_watchdog on forward_ct); its longest step prefills "
-            "524288 tokens, 81.9 s at 6400 tokens/s [timeout.watchdog_fits_longest_step]; fix: raise it to >= 82, or "
+            "524288 tokens, 66.4 s at 7900 tokens/s [timeout.watchdog_fits_longest_step]; fix: raise it to >= 67, or "
             "chunk the prefill (chunked_prefill_size)"
         ],
     ),
@@ -303,7 +303,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
         [
             "h: sglang_engine_common.watchdog_timeout=0.001: SGLang's watchdog (0.001 s) kills the engine when one "
             "forward step takes longer (managers/scheduler.py: create_scheduler_watchdog on forward_ct); its longest "
-            "step prefills 16384 tokens, 2.6 s at 6400 tokens/s [timeout.watchdog_fits_longest_step]; fix: raise it to "
+            "step prefills 16384 tokens, 2.1 s at 7900 tokens/s [timeout.watchdog_fits_longest_step]; fix: raise it to "
             ">= 3, or chunk the prefill (chunked_prefill_size)"
         ],
     ),
@@ -314,7 +314,7 @@ GOOD: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any]]] = [
     ("front-on-the-router-host-other-port", {}, {**GROUPS, "sglang_frontend": ["h"]}, {}),
     ("loopback-router-with-the-front-beside-it", _with(_R, host="127.0.0.1"), {**GROUPS, "sglang_frontend": ["h"]}, {}),
     ("router-timeout-a-day", _with(_R, request_timeout_secs=86400), GROUPS, {}),
-    ("router-timeout-at-the-longest-call", _with(_R, request_timeout_secs=82), GROUPS, {}),
+    ("router-timeout-at-the-longest-call", _with(_R, request_timeout_secs=67), GROUPS, {}),
     ("connect-timeout-ten-ms", {}, FRONT, {"f": {"sglang_frontend_timeout_connect_ms": 10}}),
     ("two-routers-mesh-port-free", HALF, MESH, {"r2": _hostvars(HALF)}),
 ]
@@ -342,7 +342,7 @@ def test_the_prefill_rate_is_the_slowest_chunk_of_the_step_table() -> None:
     slowest = max(chunks, key=lambda r: r[3])
     assert slowest[:2] == [524288, 516096]
     assert PREFILL_TOKENS_PER_S <= 8192 / (slowest[3] / 1000) < PREFILL_TOKENS_PER_S + 100
-    assert longest_call_s(524288) == pytest.approx(81.92)
+    assert longest_call_s(524288) == pytest.approx(524288 / 7900)
 
 
 def test_haproxy_times() -> None:

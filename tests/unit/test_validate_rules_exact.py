@@ -1084,7 +1084,7 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("prefill-cuda-graph-sizes-ignore-running", _with(_P, cuda_graph_bs_prefill=[1, 512], max_running_requests=4)),
     ("fp4-indexer-off", _with(_D, enable_deepseek_v4_fp4_indexer=False)),
     # The shortest watchdog above the longest forward step (16384 tokens, timeout.watchdog_fits_longest_step).
-    ("watchdog-at-the-longest-step", _with(_C, watchdog_timeout=2.57)),
+    ("watchdog-at-the-longest-step", _with(_C, watchdog_timeout=2.08)),
     ("transfer-backend-nixl", _with(_C, disaggregation_transfer_backend="nixl")),
 ]
 

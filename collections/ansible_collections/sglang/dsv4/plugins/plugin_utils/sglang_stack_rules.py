@@ -19,11 +19,12 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 from .sglang_envtable import ENVS
 from .sglang_rules import Finding, Rule
 
-# The prefill rate the timeout rules assume, in prompt tokens a second: AIConfigurator 0.12.0's SGLang 0.5.14 data on
-# H200 for DeepSeek-V4-Flash at tp 4 (sim/sglang_sim/step_tables/deepseek-ai--deepseek-v4-flash-tp4.json) gives its
-# slowest 8192-token prefill chunk, the last one of a 524288-token prompt (prefix 516096), 1270.4 ms: 6449 tokens/s,
-# rounded down. Every earlier chunk is faster, so a whole prompt takes at most tokens / this rate.
-PREFILL_TOKENS_PER_S = 6400
+# The prefill rate the timeout rules assume, in prompt tokens a second: the time model's default step table
+# (AIConfigurator 0.12.0's SGLang 0.5.14 data on H200 for DeepSeek-V4-Flash at tp 4 with the default corrections,
+# sim/sglang_sim/step_tables/deepseek-ai--deepseek-v4-flash-tp4.json) gives its slowest 8192-token prefill chunk, the
+# last one of a 524288-token prompt (prefix 516096), 1032.1 ms: 7937 tokens/s, rounded down. Every earlier chunk is
+# faster, so a whole prompt takes at most tokens / this rate.
+PREFILL_TOKENS_PER_S = 7900
 DAY_S = 86400  # a seconds setting above a day reads like milliseconds
 MIN_MS = 10  # a millisecond timeout or interval below this reads like seconds
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
