@@ -2,8 +2,10 @@
 tp 4, bf16 index keys, router admission) for a few workload shapes, each figure with its band and source. The fleet's
 shape comes from the inventory through plugins/plugin_utils/sglang_perf_fleet.py, as the planner reads it.
 
-Run: .venv/bin/python bench/perf_table.py [--inventory DIR] [NxISL[:OSL] ...]
-     (default: 1x4k 16x32k 55x200k 100x200k, OSL 1,000)
+Run: .venv/bin/python bench/perf_table.py [--inventory DIR] [--steps default|uncalibrated|estimator] [NxISL[:OSL] ...]
+     (default: 1x4k 16x32k 55x200k 100x200k, OSL 1,000; steps as every command takes them: the estimator with the
+     default corrections, calibrated to the inventory's measured points; `uncalibrated` leaves the calibration out,
+     `estimator` the corrections too)
 Needs `make perf-venv`; the first run asks AIConfigurator (a minute or two), later runs read .cache/perf/.
 """
 
@@ -15,7 +17,13 @@ from pathlib import Path
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import Workload
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_fleet import predict_shapes, shape_of
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_corrections import default_corrections
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_fleet import (
+    fleet_steps,
+    predict_shapes,
+    shape_of,
+    time_header,
+)
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import fleet_from_inventory
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +43,7 @@ def shape(text: str) -> Workload:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--inventory", default=str(REPO / "inventories" / "production"))
+    parser.add_argument("--steps", choices=("default", "uncalibrated", "estimator"), default="default")
     parser.add_argument("shapes", nargs="*", default=SHAPES)
     args = parser.parse_args()
     hostvars, groups = load_inventory(args.inventory)
@@ -43,7 +52,15 @@ def main() -> None:
     workloads = [shape(s) for s in args.shapes]
     # the running limit of each row: what the fleet answer runs of calls that long at once
     cases = [(shape_of(fleet, config, w.isl + w.osl), w) for w in workloads]
-    preds = predict_shapes(cases, AicSteps())
+    estimator = AicSteps()
+    steps = {
+        "default": fleet_steps(fleet, config, default_corrections(estimator)),
+        "uncalibrated": default_corrections(estimator),
+        "estimator": estimator,
+    }[args.steps]
+    assert steps is not None
+    preds = predict_shapes(cases, steps)
+    print(time_header(steps))
     first = cases[0][0]
     print(
         f"{args.inventory}: {first.prefill_engines} prefill + {first.decode_engines} decode engine(s), "
@@ -71,8 +88,8 @@ def main() -> None:
             print(f"    {term.name:<34} {term.ms:>12,.1f} ms  {term.source}")
         for note in p.notes[2:]:
             print(f"  ! {note}")
-    print(f"\nbands: {preds[0].notes[0]}; terms of our model carry no published error.")
-    print(preds[0].notes[1])
+    print("\nbands: " + "; ".join(preds[0].notes[:-1]) + "; terms of our model carry no published error.")
+    print(preds[0].notes[-1])
 
 
 if __name__ == "__main__":
