@@ -242,7 +242,7 @@ def predict_levels(
             )
             for level in levels
         ]
-        preds = perf.predict_shapes(cases, steps)
+        preds = perf.predict_shapes(cases, perf.fleet_steps(fleet, model_config, steps))
     except (perf.TimeUnavailable, ValueError) as exc:
         text = str(exc) if isinstance(exc, perf.TimeUnavailable) else f"time: not predicted ({exc})"
         return [{"error": text} for _level in levels]
