@@ -31,6 +31,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_calibratio
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import LiveFigures
 from sglang_envelope_cli.calibrate import declaring_file, write_points
+from test_validate_rules_exact import MEASURED_POINT
 
 
 class Stub:
@@ -49,7 +50,16 @@ def point(figure: str, value: float, unit: str, **shape: int) -> MeasuredPoint:
     return MeasuredPoint(figure, value, unit, "2026-11-30", "test", **shape)
 
 
-ITL_64 = point("output_tokens_per_s", 64, "tokens/s", calls=1, input_tokens=16_384, output_tokens=1000)
+ITL_64 = MeasuredPoint(
+    "output_tokens_per_s",
+    64,
+    "tokens/s",
+    "2026-11-30",
+    "the deployment",
+    calls=1,
+    input_tokens=16_384,
+    output_tokens=1000,
+)
 
 
 def test_one_decode_point_scales_decode_by_measured_over_predicted() -> None:
@@ -102,16 +112,7 @@ def test_the_description_says_each_stage_its_factor_residuals_and_age() -> None:
     )
 
 
-DECLARED = {
-    "figure": "output_tokens_per_s",
-    "value": 64,
-    "unit": "tokens/s",
-    "calls": 1,
-    "input_tokens": 16384,
-    "output_tokens": 1000,
-    "date": "2026-11-30",
-    "source": "test",
-}
+DECLARED = MEASURED_POINT  # as the production inventory declares it
 
 
 def test_a_declared_point_parses_and_declares_back_the_same() -> None:

@@ -614,24 +614,29 @@ def plan_in_time(
         option.meets_slo = not slo.misses(pred) if slo else None
         option.price = price(pred, work, option.gpus(), slo)
     if slo:
-        _meet_slo(result, fleet, model_config, slo, steps, osl, rate_per_s, cases, tried or levers)
+        _meet_slo(_Ask(result, fleet, model_config, slo, steps, osl, rate_per_s), cases, tried or levers)
     _rank(result, gpus_of(fleet))
     return result
 
 
-def _meet_slo(
-    result: Plan,
-    fleet: Fleet,
-    model_config: Mapping[str, Any],
-    slo: Slo,
-    steps: StepSource | None,
-    osl: int,
-    rate_per_s: float | None,
-    cases: list[tuple[FleetShape, Workload]],
-    tried: Callable[[FleetShape], list[Lever]],
-) -> None:
+@dataclass(frozen=True)
+class _Ask:
+    """What the planner's search in time works with: the plan, the declared fleet, the SLO, the step source, the
+    output length and the arrivals."""
+
+    result: Plan
+    fleet: Fleet
+    model_config: Mapping[str, Any]
+    slo: Slo
+    steps: StepSource | None
+    osl: int
+    rate_per_s: float | None
+
+
+def _meet_slo(ask: _Ask, cases: list[tuple[FleetShape, Workload]], tried: Callable[[FleetShape], list[Lever]]) -> None:
     """Options that meet the SLO on top of each base that misses it (today's fleet when it fits in memory, each
     answer), one per lever (the fewest engines that meet it); the levers that find none are noted."""
+    result = ask.result
     options = result.options + result.shorter
     bases: list[tuple[Option | None, FleetShape, Workload]] = []
     if result.fits_today and result.today_meets_slo is False:
@@ -644,7 +649,7 @@ def _meet_slo(
         for lever in tried(base_shape):
             if lever.name not in result.tried:
                 result.tried.append(lever.name)
-            found = _fewest(result, fleet, model_config, slo, steps, osl, rate_per_s, base, base_shape, work, lever)
+            found = _fewest(ask, base, base_shape, work, lever)
             if isinstance(found, Option):
                 added.append((base, found))
             else:
@@ -654,22 +659,11 @@ def _meet_slo(
         result.options.insert(at, option)
 
 
-def _fewest(
-    result: Plan,
-    fleet: Fleet,
-    model_config: Mapping[str, Any],
-    slo: Slo,
-    steps: StepSource | None,
-    osl: int,
-    rate_per_s: float | None,
-    base: Option | None,
-    base_shape: FleetShape,
-    work: Workload,
-    lever: Lever,
-) -> Option | str:
+def _fewest(ask: _Ask, base: Option | None, base_shape: FleetShape, work: Workload, lever: Lever) -> Option | str:
     """The fewest prefill engines of `lever` (then the first of its chunk sizes) on top of `base` (None: today's
     fleet) whose predicted times meet `slo`, as an option the validation passes; a sentence when none within
     MAX_EXTRA_PREFILL_HOSTS does."""
+    result, fleet, model_config, slo, steps = ask.result, ask.fleet, ask.model_config, ask.slo, ask.steps
     grid = [(k, c) for k in range(1, MAX_EXTRA_PREFILL_HOSTS + 1) for c in lever.chunks]
     try:
         preds = predict_shapes([(lever.shape(base_shape, k, c), work) for k, c in grid], steps)
@@ -702,7 +696,7 @@ def _fewest(
             continue
         tokens = _option_tokens(option, result.shape)
         shape_ = shape_of(option.changed_fleet(), model_config, tokens)
-        final_work = plan_workload(result.shape.calls, tokens, osl, rate_per_s)
+        final_work = plan_workload(result.shape.calls, tokens, ask.osl, ask.rate_per_s)
         try:
             (final,) = predict_shapes([(shape_, final_work)], steps)
         except TimeUnavailable as exc:
