@@ -43,8 +43,8 @@ def listener(host: str, port: int) -> dict[str, Any]:
         if host == "*":
             family, addr = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
         else:
-            family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-            addr = str(sockaddr[0])
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+            family, addr = found[0], str(found[4][0])
         row["family"] = "ipv6" if family == socket.AF_INET6 else "ipv4"
         try:
             s = socket.socket(family, socket.SOCK_STREAM)
@@ -84,7 +84,9 @@ def find_modules(python: str, names: list[str]) -> dict[str, str]:
     """Whether the release's Python finds each module (found / not found (why) / no executable / error: ...)."""
     if not os.access(python, os.X_OK):
         return {name: "no executable " + python for name in names}
-    run = subprocess.run([python, "-I", "-c", FIND_MODULES, *names], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [python, "-I", "-c", FIND_MODULES, *names], capture_output=True, text=True, timeout=60, check=False
+    )
     try:
         return dict(json.loads(run.stdout))
     except ValueError:
@@ -94,7 +96,7 @@ def find_modules(python: str, names: list[str]) -> dict[str, str]:
 def startup_check(python: str, check: dict[str, Any]) -> dict[str, Any]:
     """SGLang's own startup checks on the engine's flags, in the release's Python with this environment: the
     check's files written to a temporary folder, its script run on one case (the flags, the SGLang variables)."""
-    found = subprocess.run([python, "-I", "-c", HAS_SGLANG], timeout=60)
+    found = subprocess.run([python, "-I", "-c", HAS_SGLANG], timeout=60, check=False)
     if found.returncode != 0:
         return {"skipped": f"the release's Python {python} has no sglang"}
     try:
@@ -110,7 +112,7 @@ def startup_check(python: str, check: dict[str, Any]) -> dict[str, Any]:
         argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
         case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
         run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
-                             capture_output=True, text=True, timeout=check["timeout"])  # fmt: skip
+                             capture_output=True, text=True, timeout=check["timeout"], check=False)  # fmt: skip
         return dict(json.loads(run.stdout)[0])
     except subprocess.TimeoutExpired:
         return {"ok": False, "culprits": [], "error": f"the check did not finish within {check['timeout']} s"}
@@ -149,7 +151,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    print(json.dumps(probe(json.loads(argv[0]))))
+    sys.stdout.write(json.dumps(probe(json.loads(argv[0]))) + "\n")
 
 
 if __name__ == "__main__":
