@@ -4,17 +4,16 @@ with User=), and its answer judged. As root every file is readable, so these cas
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import PROBE, judge, probe_argv
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge
+from probetools import run_probe
 from unituser import UnitUser, unit_user
 
 HOST_PYTHON = "/usr/bin/python3"  # the probe is stdlib only and runs in the host's python3
@@ -36,12 +35,7 @@ def place() -> Iterator[Path]:
 
 
 def probe_as(user: UnitUser, **spec: Any) -> dict[str, Any]:
-    if "import mutmut" in PROBE or "from mutmut" in PROBE:
-        pytest.skip("the probe's text is a mutated copy that imports the mutation tool, which the host's python3 lacks")
-    full = {"listeners": [], "paths": [], "python": None, "imports": [], "gpu_ids": [], **spec}
-    run = user.run(*probe_argv(HOST_PYTHON, full))
-    assert run.returncode == 0, run.stderr
-    return dict(json.loads(run.stdout))
+    return run_probe(HOST_PYTHON, spec, ["runuser", "-u", user.name, "--"])
 
 
 def made(path: Path, mode: int, owner: int = 0, text: str = "{}") -> str:
@@ -93,9 +87,7 @@ def test_the_same_paths_are_read_by_root(place: Path) -> None:
     private = place / "private"
     private.mkdir(mode=0o700)
     paths = [made(place / "root-only.json", 0o600), made(private / "config.json", 0o644)]
-    spec = {"listeners": [], "paths": paths, "python": None, "imports": [], "gpu_ids": []}
-    run = subprocess.run(probe_argv(HOST_PYTHON, spec), capture_output=True, text=True, check=True)
-    assert [row["result"] for row in json.loads(run.stdout)["paths"]] == ["read", "read"]
+    assert [row["result"] for row in run_probe(HOST_PYTHON, {"paths": paths})["paths"]] == ["read", "read"]
 
 
 def test_a_low_port_is_refused_to_the_unit_user(user: UnitUser) -> None:

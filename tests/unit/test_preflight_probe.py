@@ -3,9 +3,7 @@ its text as the preflight sends it: the file itself, runnable by a bare python3 
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +11,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight_probe as probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import PROBE
+from probetools import run_probe
 
 
 @pytest.fixture
@@ -75,6 +74,4 @@ def test_the_answer_and_the_script(held: int, tmp_path: Path) -> None:
     assert [row["result"] for row in answer["listeners"]] == ["EADDRINUSE"]
     with_python = probe.probe({**spec, "python": sys.executable, "gpu_ids": [990]})
     assert (with_python["imports"], with_python["gpus"]) == ({"json": "found"}, 0)
-    run = subprocess.run([sys.executable, "-I", "-c", PROBE, json.dumps(spec)], capture_output=True, text=True,
-                         check=True)  # fmt: skip
-    assert json.loads(run.stdout)["listeners"] == answer["listeners"]
+    assert run_probe(sys.executable, spec)["listeners"] == answer["listeners"]

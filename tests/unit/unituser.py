@@ -1,5 +1,5 @@
 """A user who is not root, made for a test as the deploy makes a unit's user (a system user without a home), and
-removed after it; commands run as that user through runuser, as systemd runs the unit's process."""
+removed after it (a test runs a command as that user through runuser, as systemd runs the unit's process)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ class UnitUser:
     uid: int
     gid: int
     group: str
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        """`argv` run as this user (its own group, no supplementary group of root's), capturing its output."""
-        return subprocess.run(["runuser", "-u", self.name, "--", *argv], capture_output=True, text=True, check=False)
 
 
 @contextmanager
