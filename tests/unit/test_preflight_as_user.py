@@ -1,6 +1,7 @@
-"""The preflight's read check as the unit's user meets the paths: the host-side probe (module_utils/sglang_preflight.py
-PROBE) run by the host's python3 as a system user made for the test (runuser, as systemd runs the unit's process
-with User=), and its answer judged. As root every file is readable, so these cases exist only for another user."""
+"""The preflight's read check as the unit's user meets the paths: the host-side probe
+(module_utils/sglang_preflight_probe.py) run by the host's python3 as a system user made for the test (runuser, as
+systemd runs the unit's process with User=), and its answer judged. As root every file is readable, so these cases
+exist only for another user."""
 
 from __future__ import annotations
 

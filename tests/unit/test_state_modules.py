@@ -51,17 +51,22 @@ def tree(root: Path) -> dict[str, tuple[bytes, int, int, int, int]]:
 
 @pytest.fixture
 def temporaries(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Each temporary file the modules make: its folder and that folder's device."""
+    """Each temporary file the modules make: its folder and that folder's device (its name in `names`)."""
     made: list[tuple[str, int]] = []
     real = tempfile.mkstemp
 
     def mkstemp(*args: Any, **kwargs: Any) -> tuple[int, str]:
         handle, path = real(*args, **kwargs)
         made.append((os.path.dirname(path), os.stat(os.path.dirname(path)).st_dev))
+        NAMES.append(os.path.basename(path))
         return handle, path
 
+    NAMES.clear()
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
     return made
+
+
+NAMES: list[str] = []  # the temporary files' names, of the test that uses `temporaries`
 
 
 # ---------------------------------------------------------------- sglang_deploy_records
@@ -124,6 +129,8 @@ def test_records_temporary_files_are_made_beside_the_record(tmp_path: Path, temp
     run_module(RECORDS, {"records": spec, "deployed": DEPLOYED, "release_switch": {"to": "wh-b", "from": None}})
     folder = spec["dir"]["path"]
     assert temporaries == [(folder, os.stat(folder).st_dev)] * 2
+    # hidden, and named after their record
+    assert NAMES[0].startswith(".sglang_release.fact.") and NAMES[1].startswith(".sglang.fact."), NAMES
     assert sorted(os.listdir(folder)) == ["sglang.fact", "sglang_release.fact"]  # no temporary file left
 
 
@@ -212,6 +219,7 @@ def test_render_temporary_files_are_made_beside_their_targets(
     render(tmp_path, FILES)
     folders = [str(tmp_path / "etc/sglang"), str(tmp_path / "opt/sglang/bin")]
     assert temporaries == [(f, os.stat(f).st_dev) for f in folders]
+    assert all(name.startswith(".sglang-render-") for name in NAMES), NAMES
 
     def refuse(_src: str, _dst: str) -> None:
         raise OSError(30, "Read-only file system")
@@ -220,3 +228,114 @@ def test_render_temporary_files_are_made_beside_their_targets(
     with pytest.raises(OSError, match="Read-only"):
         render(tmp_path, [{**FILES[0], "content": "A=2\n"}])
     assert os.listdir(folders[0]) == ["dsv4-decode.env"]
+
+
+def test_records_diff_shows_each_record_before_and_after_and_no_backup(tmp_path: Path) -> None:
+    """--diff: a record written for the first time has an empty before; a record removed an empty after; a template
+    backup removed is not shown (it is a copy of a server file)."""
+    spec = records_spec(tmp_path)
+    facts, switch = spec["facts_file"], spec["release_fact_file"]
+    first = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED, "_ansible_diff": True})
+    text = Path(facts).read_text()
+    assert first["diff"] == [{"before_header": facts, "after_header": facts, "before": "", "after": text}]
+    run_module(RECORDS, {"records": spec, "release_switch": {"to": "wh-b", "from": "wh-a"}})
+    switched = Path(switch).read_text()
+    (tmp_path / "serve.sh.1.2026-12-04@10:00:00~").write_text("old\n")
+    later = {"decode": {**DEPLOYED["decode"], "release": "r2"}}
+    got = run_module(RECORDS, {"records": spec, "deployed": later, "release_switch_done": True, "_ansible_diff": True,
+                               "clear_backups": [str(tmp_path / "serve.sh")]})  # fmt: skip
+    assert got["diff"] == [
+        {"before_header": facts, "after_header": facts, "before": text, "after": Path(facts).read_text()},
+        {"before_header": switch, "after_header": switch, "before": switched, "after": ""},
+    ]
+    assert got["removed"] == [switch, str(tmp_path / "serve.sh.1.2026-12-04@10:00:00~")]
+    without = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED})  # a change, --diff not asked
+    assert without["changed"] and without["diff"] == []
+
+
+def test_records_one_call_writes_the_switch_and_the_marker_with_one_time(tmp_path: Path) -> None:
+    """The switch record {to, from, since} and the marker share the call's time; facts_sha1 is the SHA-1 of the facts
+    record as written, null without one."""
+    import hashlib
+
+    spec = records_spec(tmp_path)
+    got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED, "in_progress": MARKER,
+                               "release_switch": {"to": "wh-b", "from": "wh-a"}})  # fmt: skip
+    switch = json.loads(Path(spec["release_fact_file"]).read_text())["in_progress"]
+    marker = json.loads(Path(spec["facts_file"]).read_text())["decode"]["in_progress"]
+    assert (switch["to"], switch["from"], switch["since"]) == ("wh-b", "wh-a", marker["since"])
+    assert marker["since"].endswith("Z") and marker["release"] == "r1" and marker["files"] == ["script"]
+    assert got["facts_sha1"] == hashlib.sha1(Path(spec["facts_file"]).read_bytes()).hexdigest()
+    alone = run_module(RECORDS, {"records": spec, "release_switch": {"to": "wh-c", "from": None}})
+    assert alone["facts_sha1"] is None
+    assert json.loads(Path(spec["release_fact_file"]).read_text())["in_progress"]["from"] is None
+
+
+def test_records_a_marker_without_the_record_is_refused(tmp_path: Path) -> None:
+    got = run_module(RECORDS, {"records": records_spec(tmp_path), "in_progress": MARKER})
+    assert got["failed"] and "in_progress" in got["msg"] and "deployed" in got["msg"]
+    assert not (tmp_path / "facts.d").exists()
+
+
+def test_records_a_failed_write_lists_what_was_written_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch record written, then the facts record's rename fails: the failure lists the switch record as
+    written, the facts record not, nothing removed."""
+    spec = records_spec(tmp_path)
+    real = os.replace
+
+    def refuse_facts(src: str, dst: str) -> None:
+        if dst == spec["facts_file"]:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_facts)
+    got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED, "release_switch": {"to": "wh-b", "from": None},
+                               "release_switch_done": False})  # fmt: skip
+    assert (got["failed"], got["written"], got["removed"]) == (True, [spec["release_fact_file"]], [])
+
+
+def test_records_a_failed_removal_names_the_file_and_what_was_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = records_spec(tmp_path)
+    run_module(RECORDS, {"records": spec, "release_switch": {"to": "wh-b", "from": None}})
+
+    def refuse(path: str) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED, "release_switch_done": True})
+    switch = spec["release_fact_file"]
+    assert got["failed"] and got["msg"] == f"could not remove {switch}: [Errno 30] Read-only file system"
+    assert (got["written"], got["removed"]) == ([spec["facts_file"]], [switch])
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_render_missing_folders_are_made_0755_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """Every folder made on the way, not only the last: under umask 0 os.makedirs alone leaves the upper ones 0777."""
+    before = os.umask(umask)
+    try:
+        render(tmp_path, FILES)
+    finally:
+        os.umask(before)
+    made = ("etc", "etc/sglang", "opt", "opt/sglang", "opt/sglang/bin")
+    assert [mode(tmp_path / f) for f in made] == [0o755] * 5
+
+
+def test_render_each_path_lands_under_the_folder_as_its_host_path(tmp_path: Path) -> None:
+    """The host path loses only its leading slash: /X11/xorg.conf lands at <dest>/X11/xorg.conf."""
+    got = render(tmp_path, [{"path": "/X11/xorg.conf", "content": "x\n", "mode": "0644"}])
+    assert got["written"] == [str(tmp_path / "X11/xorg.conf")] and (tmp_path / "X11/xorg.conf").read_text() == "x\n"
+
+
+def test_render_bad_arguments_are_refused_naming_each(tmp_path: Path) -> None:
+    from ansible.errors import AnsibleActionFail
+
+    task = SimpleNamespace(args={"files": [{"path": "/a"}]}, check_mode=False, async_val=0, action="render")
+    action = RENDER.ActionModule(task, SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nowhere")), None, None, None)
+    with pytest.raises(AnsibleActionFail) as failed:
+        action.run(task_vars={})
+    text = str(failed.value)
+    assert "dest_dir" in text and "content" in text and "; " in text, text
