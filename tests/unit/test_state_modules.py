@@ -339,3 +339,21 @@ def test_render_bad_arguments_are_refused_naming_each(tmp_path: Path) -> None:
         action.run(task_vars={})
     text = str(failed.value)
     assert "dest_dir" in text and "content" in text and "; " in text, text
+
+
+def test_render_a_folder_another_fork_made_meanwhile_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renders of two hosts run in two forks on one folder: the other one makes etc/ between this one's look and
+    its mkdir. This one goes on with etc/sglang and writes its file."""
+    real = os.mkdir
+
+    def raced(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path) == str(tmp_path / "etc"):
+            real(path)
+            raise FileExistsError(17, "File exists", str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", raced)
+    assert render(tmp_path, FILES[:1])["written"] == [str(tmp_path / "etc/sglang/dsv4-decode.env")]
+    assert (tmp_path / "etc/sglang/dsv4-decode.env").read_text() == "A=1\n"
