@@ -207,7 +207,7 @@ lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
 
 # The quick target: no lab, no root. The deep check needs the parser venv (`make parser-venv`, once); without it
 # its tests fail and say so, since this target exists to run it.
-CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py
+CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py tests/component/contract/test_deploy_records.py
 
 check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make parser-venv` once)
 	yamllint --strict .

@@ -1,7 +1,7 @@
 """The kill rate and the survivors of the last `make mutation` run, written to docs/mutation_summary.md.
 
 Each mutant's result comes from mutmut's files under .cache/mutation/mutants; the tests judge every mutant. Per
-module it counts:
+folder of source_paths (plugins/module_utils, plugins/modules, plugins/action, ...) and per module it counts:
 - killed: a test failed or the mutant timed out;
 - survived: every unit test that reaches the function passed;
 - equivalent: a survivor listed in bench/mutation_equivalent.yml with the reason no test can tell it apart;
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from mutation_tree import COLLECTION
 from mutation_tree import SOURCES as TREE_SOURCES
 from mutmut.mutation.diff_apply import get_diff_for_mutant
 from mutmut.stats import status_by_exit_code
@@ -81,6 +82,13 @@ class Mutant:
     @property
     def module(self) -> str:
         return self.function.rpartition(".")[0].removeprefix(PREFIX)
+
+    @property
+    def folder(self) -> str:
+        """The entry of source_paths that holds the mutant's file, the collection's path left out."""
+        source = self.source.as_posix()
+        at = max((s for s in SOURCES if source == s or source.startswith(s + "/")), key=len, default=source)
+        return at.removeprefix(f"{COLLECTION.as_posix()}/")
 
 
 @contextmanager
@@ -173,8 +181,8 @@ def rates(counts: Counter[str]) -> tuple[str, str]:
     return f"{counts['killed'] / evaluated:.1%}", f"{(counts['killed'] + counts['mypy']) / evaluated:.1%}"
 
 
-def table(by_module: dict[str, Counter[str]]) -> list[str]:
-    head = ["module", *COLUMNS, "tests alone", "with mypy"]
+def table(by_module: dict[str, Counter[str]], first: str = "module") -> list[str]:
+    head = [first, *COLUMNS, "tests alone", "with mypy"]
     rows = [head, ["---"] + ["---:"] * (len(head) - 1)]
     total: Counter[str] = Counter()
     for module, counts in sorted(by_module.items()):
@@ -203,10 +211,11 @@ def main() -> int:
     listed = equivalents()
     used: set[int] = set()
     by_module: dict[str, Counter[str]] = {}
+    by_folder: dict[str, Counter[str]] = {}
     gaps: list[tuple[Mutant, str]] = []
     for mutant in found:
         kind = KIND[mutant.status]
-        counts = by_module.setdefault(mutant.module, Counter())
+        counted: Counter[str] = Counter()
         if kind in UNKILLED:
             change = changed_lines(mutant)
             hits = [i for i, e in enumerate(listed) if e["function"] == mutant.function and e["diff"] == change]
@@ -215,8 +224,10 @@ def main() -> int:
                 used.update(hits)
             else:
                 gaps.append((mutant, change))
-            counts["mypy"] += mutant.name in refused
-        counts[kind] += 1
+            counted["mypy"] += mutant.name in refused
+        counted[kind] += 1
+        by_module.setdefault(mutant.module, Counter()).update(counted)
+        by_folder.setdefault(mutant.folder, Counter()).update(counted)
     # an unmatched entry is stale once every mutant of its function is evaluated; until then it waits for them
     unchecked = {m.function for m in found if KIND[m.status] == "not checked"}
     stale = [e for i, e in enumerate(listed) if i not in used and e["function"] not in unchecked]
@@ -231,6 +242,12 @@ def main() -> int:
         f"- Mutants: {len(found)}; judged by: `tests/unit`; equivalent entries used: {len(used)} of {len(listed)}"
         + (f" ({waiting} wait for their function's mutants to be evaluated)" if waiting else ""),
         "",
+        "## Per folder",
+        "",
+        *table(by_folder, "folder"),
+        "",
+        "## Per module",
+        "",
         *table(by_module),
         "",
         f"## Survivors and untested mutants not listed as equivalent ({len(gaps)})",
@@ -244,7 +261,7 @@ def main() -> int:
         lines += [f"## Stale entries of bench/mutation_equivalent.yml ({len(stale)})", ""]
         lines += [f"- `{e['function']}`: `{e['diff'].splitlines()}`" for e in stale]
     SUMMARY.write_text("\n".join(lines).rstrip("\n") + "\n")
-    print("\n".join(table(by_module)))
+    print("\n".join(table(by_folder, "folder")))
     print(f"\n{len(gaps)} survivors or untested mutants not listed as equivalent: {SUMMARY.relative_to(REPO)}")
     # mutants/ links the repository, so a mutant that turns a path around can write into it: say what is new there
     status = git("status", "--porcelain", "--untracked-files=all").splitlines()

@@ -8,8 +8,9 @@ copies the sources and the tests into `mutants/`; this script first lays out the
 that the code and the tests, which find their files from their own paths, read the repository's files and import
 the mutated copies:
 
-- `mutants/ansible_collections` mirrors the collection by links, except module_utils and plugin_utils (mutmut's
-  copies) and the drift exporter (a link to its mutated copy); `mutants/collections` and `mutants/cli` lead there;
+- `mutants/ansible_collections` mirrors the collection by links, except the Python folders of plugins/
+  (module_utils, plugin_utils, modules, action, filter: mutmut's copies) and the drift exporter (a link to its
+  mutated copy); `mutants/collections` and `mutants/cli` lead there;
 - every other top-level entry of `mutants/` and of the run folder is a link to the repository's.
 """
 
@@ -28,6 +29,9 @@ COLLECTION = Path("ansible_collections/sglang/dsv4")
 SOURCES: dict[Path, Path] = {
     COLLECTION / "plugins/module_utils": Path("collections") / COLLECTION / "plugins/module_utils",
     COLLECTION / "plugins/plugin_utils": Path("collections") / COLLECTION / "plugins/plugin_utils",
+    COLLECTION / "plugins/modules": Path("collections") / COLLECTION / "plugins/modules",
+    COLLECTION / "plugins/action": Path("collections") / COLLECTION / "plugins/action",
+    COLLECTION / "plugins/filter": Path("collections") / COLLECTION / "plugins/filter",
     Path("sglang_envelope_cli"): Path("cli/sglang_envelope_cli"),
     Path("sglang_drift_export.py"): Path("collections")
     / COLLECTION

@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight_probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
+    PROBE,
     engine_imports,
     judge,
-    probe_argv,
     release_check_argv,
     release_problems,
     systemd_run_argv,
     transfer_needs,
 )
 from audit.audit_helpers import load_library
+from probetools import run_probe
 
 
 @pytest.fixture
@@ -39,9 +41,7 @@ def free_port() -> int:
 
 
 def probe(**spec: Any) -> dict[str, Any]:
-    full = {"listeners": [], "paths": [], "python": None, "imports": [], "gpu_ids": [], **spec}
-    run = subprocess.run(probe_argv(sys.executable, full), capture_output=True, text=True, timeout=60, check=True)
-    return dict(json.loads(run.stdout))
+    return run_probe(sys.executable, spec)
 
 
 def test_probe_binds_a_free_port_and_finds_a_taken_one(held_port: int) -> None:
@@ -54,11 +54,7 @@ def test_probe_ignores_a_pythonpath_from_the_unit_environment(tmp_path: Path) ->
     """The unit's environment file may set PYTHONPATH for the server: the probe runs isolated from it (a module of
     that path named like one the probe imports would otherwise replace it)."""
     (tmp_path / "json.py").write_text("raise SystemExit('the environment path was imported')\n")
-    argv = probe_argv(sys.executable, {"listeners": [], "paths": [], "python": None, "imports": [], "gpu_ids": []})
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)},
-                         stdin=subprocess.DEVNULL)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["listeners"] == []
+    assert run_probe(sys.executable, {}, env={"PYTHONPATH": str(tmp_path)})["listeners"] == []
 
 
 def test_probe_refuses_an_address_the_host_lacks() -> None:
@@ -265,16 +261,16 @@ def _server() -> dict[str, Any]:
 
 
 def _fake_systemd(statuses: list[int], names: list[str]) -> Any:
-    """subprocess.run for the module: each call answers the next exit status of `statuses`; 0 runs the probe itself
-    (what follows `--` in the systemd-run command line)."""
-    real = subprocess.run
+    """subprocess.run for the module: each call answers the next exit status of `statuses`; 0 answers what the probe
+    answers to the spec that follows it on the systemd-run command line (the probe called in this process)."""
 
     def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         names.append(next(a for a in argv if a.startswith("--unit=")))
         status = statuses.pop(0)
         if status:
             return subprocess.CompletedProcess(argv, status, "", "")
-        return real(argv[argv.index("--") + 1 :], capture_output=True, text=True, timeout=60, check=False)
+        assert argv[argv.index("--") + 1 :][:4] == [sys.executable, "-I", "-c", PROBE]
+        return subprocess.CompletedProcess(argv, 0, json.dumps(sglang_preflight_probe.probe(json.loads(argv[-1]))), "")
 
     return run
 

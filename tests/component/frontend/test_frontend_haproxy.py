@@ -122,15 +122,17 @@ def render_config(tmp_path: Path, ports: dict[str, int], front: int, stats: int,
     return out
 
 
-def stat_of(sock: Path) -> dict[str, str]:
+def stat_of(sock: Path, backend: str = "sglang_routers") -> dict[str, str]:
+    """The status of each server of `backend`."""
     from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import command, parse_stat
 
-    return {server: s.status for (_b, server), s in parse_stat(command(str(sock), "show stat")).items()}
+    stats = parse_stat(command(str(sock), "show stat")).items()
+    return {server: s.status for (b, server), s in stats if b == backend}
 
 
-def wait_status(sock: Path, want: dict[str, str], timeout: float = 15.0) -> None:
+def wait_status(sock: Path, want: dict[str, str], timeout: float = 15.0, backend: str = "sglang_routers") -> None:
     deadline = time.monotonic() + timeout
-    while (got := stat_of(sock)) != want:
+    while (got := stat_of(sock, backend)) != want:
         assert time.monotonic() < deadline, f"HAProxy reports {got}, not {want}"
         time.sleep(0.1)
 
@@ -143,13 +145,20 @@ class Front:
     config: Path
 
 
+# Another backend of the same HAProxy, with a server of the same name as one of ours (another service's pool).
+OTHER_BACKEND = "\nbackend other_pool\n    server r1 127.0.0.1:{r2} check\n"
+
+
 @pytest.fixture
-def front(tmp_path: Path) -> Iterator[Front]:
+def front(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Front]:
+    """HAProxy in front of r1 and r2; with a parameter, that configuration text (formatted with the routers' ports)
+    is added to the rendered one."""
     routers = {"r1": Router("r1"), "r2": Router("r2")}
     ports = {name: r.start() for name, r in routers.items()}
     port, stats, sock = free_port(), free_port(), tmp_path / "admin.sock"
     config = render_config(tmp_path, ports, port, stats, sock)
     text = config.read_text().replace("    log /dev/log local0 notice\n", "")
+    text += getattr(request, "param", "").format(**ports)
     if os.getuid() != 0:
         text = text.replace("    user haproxy\n    group haproxy\n", "")
     config.write_text(text)
@@ -181,11 +190,11 @@ def call(url: str) -> tuple[int, str]:
         return getattr(e, "code", 0), type(e).__name__
 
 
-def frontend_server(sock: Path, server: str, state: str) -> dict[str, Any]:
+def frontend_server(sock: Path, server: str, state: str, *flags: str) -> dict[str, Any]:
     """The module the router role runs on each front host, run by Ansible on this machine."""
     args = {"socket": str(sock), "backend": "sglang_routers", "server": server, "state": state, "timeout": 30}
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-o",
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-o", *flags,
          "-m", "sglang.dsv4.sglang_frontend_server", "-a", json.dumps(args)],
         capture_output=True, text=True, check=False, cwd=REPO,
         env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
@@ -233,6 +242,48 @@ def test_drain_waits_for_the_open_request_and_sends_the_rest_elsewhere_then_read
     assert not again["changed"]
     ready = frontend_server(front.sock, "r1", "ready")
     assert ready["changed"] and ready["after"]["status"] == "UP"
+    assert stat_of(front.sock) == {"r1": "UP", "r2": "UP"}
+
+
+def test_check_mode_reads_the_front_and_changes_nothing(front: Front) -> None:
+    """--check of a drain says it would change r1 and leaves it taking connections; --check of a ready on a drained
+    r1 leaves it drained."""
+    checked = frontend_server(front.sock, "r1", "drain", "--check")
+    assert checked["changed"] and checked["before"] == checked["after"] == {"status": "UP", "sessions": 0}
+    assert stat_of(front.sock) == {"r1": "UP", "r2": "UP"}
+    frontend_server(front.sock, "r1", "drain")
+    checked = frontend_server(front.sock, "r1", "ready", "--check")
+    assert checked["changed"] and checked["after"]["status"] == "DRAIN"
+    assert stat_of(front.sock) == {"r1": "DRAIN", "r2": "UP"}
+
+
+def test_a_drain_asked_again_while_the_router_still_drains_waits_for_its_sessions(front: Front) -> None:
+    """A drain stopped before its sessions ended (r1 in DRAIN with a request open), then asked again: nothing to
+    set, but the call still returns only once r1 has no open session."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import server_stat, set_state
+
+    r1 = front.routers["r1"]
+    r1.hold = threading.Event()
+    with ThreadPoolExecutor(4) as pool:
+        calls = [pool.submit(call, front.url) for _ in range(2)]
+        poll("one open session on r1", lambda: server_stat(str(front.sock), "sglang_routers", "r1").sessions == 1)
+        set_state(str(front.sock), "sglang_routers", "r1", "drain")
+        again = pool.submit(frontend_server, front.sock, "r1", "drain")
+        time.sleep(2.0)
+        assert not again.done(), "the second drain returned while r1 still had its request open"
+        r1.hold.set()
+        drained = again.result(timeout=60)
+        assert sorted(f.result(timeout=30) for f in calls) == [(200, "r1"), (200, "r2")]
+    assert not drained["changed"] and drained["before"] == {"status": "DRAIN", "sessions": 1}
+    assert drained["after"] == {"status": "DRAIN", "sessions": 0}
+
+
+@pytest.mark.parametrize("front", [OTHER_BACKEND], indirect=True)
+def test_a_server_of_the_same_name_in_another_backend_is_left_alone(front: Front) -> None:
+    wait_status(front.sock, {"r1": "UP"}, backend="other_pool")
+    assert frontend_server(front.sock, "r1", "drain")["changed"]
+    assert (stat_of(front.sock), stat_of(front.sock, "other_pool")) == ({"r1": "DRAIN", "r2": "UP"}, {"r1": "UP"})
+    assert frontend_server(front.sock, "r1", "ready")["changed"]
     assert stat_of(front.sock) == {"r1": "UP", "r2": "UP"}
 
 

@@ -244,3 +244,39 @@ def test_declared_workers_a_stopped_rollout_left_out_are_put_back(stack_factory:
     assert not again["changed"] and not again.get("failed"), again
     checked = run_module(worker_module, {**args, "_ansible_check_mode": True})
     assert not checked["changed"], checked
+
+
+def test_the_worker_module_in_check_mode_and_on_a_worker_already_draining(
+    stack_factory: Callable[[int], Stack],
+) -> None:
+    """Check mode reports the change and leaves the router as it was, both ways. A take-out asked again while the
+    router still drains the worker (a rollout stopped mid-drain, then rerun) waits until the worker is gone."""
+    stack = stack_factory(2)
+    url = stack.decodes[0].url
+    worker_module = load_library("sglang_router_worker")
+    absent = {"router": stack.url, "url": url, "state": "absent", "timeout": 60, "interval": 0.2}
+    checked = run_module(worker_module, {**absent, "_ansible_check_mode": True})
+    assert checked["changed"] and not checked.get("failed"), checked
+    listed = rollout.find_worker(stack.url, url)
+    assert listed is not None and rollout.serving(listed)
+
+    answer = rollout.call("DELETE", f"{stack.url}/workers/{listed['id']}")
+    assert answer.status == 202, answer
+    rollout.poll(
+        lambda: (w := rollout.find_worker(stack.url, url)) is None or w["status"] == "draining",
+        10,
+        0.05,
+        "the router draining the decode worker",
+    )
+    again = run_module(worker_module, absent)
+    # The draining worker is still listed: the take-out returns its spec, which the put-back needs.
+    assert not again.get("failed") and again["spec"] == {"url": url, "worker_type": "decode"}, again
+    assert rollout.find_worker(stack.url, url) is None
+
+    present = {"router": stack.url, "state": "present", "spec": {"url": url, "worker_type": "decode"}, "timeout": 60,
+               "interval": 0.2}  # fmt: skip
+    checked = run_module(worker_module, {**present, "_ansible_check_mode": True})
+    assert checked["changed"] and rollout.find_worker(stack.url, url) is None, checked
+    assert run_module(worker_module, present)["changed"]
+    back = rollout.find_worker(stack.url, url)
+    assert back is not None and rollout.serving(back)

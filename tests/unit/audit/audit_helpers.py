@@ -52,9 +52,10 @@ def model_inputs(name: str) -> dict[str, Any]:
 
 def load_library(name: str, kind: str = "modules") -> ModuleType:
     """Import plugins/<kind>/<name>.py as a module (a module is a script, an action a plugin: not package members)."""
-    # Named by its path (modules.<name>), as mutation testing names the functions it mutates there.
+    # Named by its import path, as mutation testing names the functions it mutates there (make mutation).
     spec = importlib.util.spec_from_file_location(
-        f"{kind}.{name}", REPO / "collections/ansible_collections/sglang/dsv4/plugins" / kind / f"{name}.py"
+        f"ansible_collections.sglang.dsv4.plugins.{kind}.{name}",
+        REPO / "collections/ansible_collections/sglang/dsv4/plugins" / kind / f"{name}.py",
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -4,14 +4,13 @@ the ratio and both sources, and the measured_time_off_model risk. Predictions he
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
 import test_sglang_report as base
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import measure
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import build, fleet_lines, render_text
-from audit_helpers import REPO, fixture_body
+from audit_helpers import fixture_body, load_library
 
 SIM = "/metrics, since each engine started"
 
@@ -96,12 +95,7 @@ def test_a_measured_time_far_from_the_model_is_a_risk_not_an_error(record: dict[
 
 
 def _filters() -> Any:
-    path = REPO / "collections/ansible_collections/sglang/dsv4/plugins/filter/sglang.py"
-    spec = importlib.util.spec_from_file_location("sglang_filters", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_library("sglang", "filter")
 
 
 def test_the_audit_measures_from_its_records_and_the_prometheus_answer(record: dict[str, Any]) -> None:

@@ -1,19 +1,21 @@
 """Preflight of the servers of one host, before any of them restarts: what each server's process will meet when it
 starts, checked as that process will run. A transient unit (systemd-run) gets the rendered unit's User, Group,
-sandbox and limits, and the environment file the deploy is about to write; in it, PROBE binds every listener the
-server will own, reads the paths it reads, finds the modules it imports in its release's Python, and counts the GPUs
-it can open. A listener already taken is then looked up as root: held by the same server's unit, it is fine (that
-server restarts in place); held by anything else, the server could not bind it.
+sandbox and limits, and the environment file the deploy is about to write; in it, PROBE (sglang_preflight_probe.py)
+binds every listener the server will own, reads the paths it reads, finds the modules it imports in its release's
+Python, and counts the GPUs it can open. A listener already taken is then looked up as root: held by the same
+server's unit, it is fine (that server restarts in place); held by anything else, the server could not bind it.
 
 The problems name the declared variable; `judge` turns the probe's answer into them.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import sglang_preflight_probe
 from .sglang_layout import LISTENER_KEYS, MESH_KEYS, unit_value
 
 # Directives of the unit's [Service] section that say when and how systemd runs the process, not what it may do:
@@ -74,108 +76,9 @@ def transfer_needs(backends: list[str | None]) -> dict[str, Any]:
     return {"requirements": requirements, "imports": imports}
 
 
-# Run by the host's python3 under the transient unit: stdlib only, one JSON argument, one JSON answer.
-PROBE = r"""
-import errno, json, os, socket, subprocess, sys
-spec = json.loads(sys.argv[1])
-out = {"user": os.geteuid(), "listeners": [], "paths": [], "imports": {}, "gpus": None}
-def err(e):
-    return errno.errorcode.get(e.errno, str(e.errno)) + ": " + e.strerror
-for host, port in spec["listeners"]:
-    row = {"host": host, "port": port}
-    try:
-        if host == "*":
-            family, addr = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
-        else:
-            family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-            addr = sockaddr[0]
-        row["family"] = "ipv6" if family == socket.AF_INET6 else "ipv4"
-        try:
-            s = socket.socket(family, socket.SOCK_STREAM)
-        except OSError:
-            family, addr, row["family"] = socket.AF_INET, "0.0.0.0", "ipv4"
-            s = socket.socket(family, socket.SOCK_STREAM)
-        with s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6 and host == "*":
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            s.bind((addr, port))
-            s.listen(1)
-        row["result"] = "bound"
-    except socket.gaierror as e:
-        row["result"], row["error"] = "unresolved", str(e)
-    except OSError as e:
-        row["result"], row["error"] = errno.errorcode.get(e.errno, "error"), err(e)
-    out["listeners"].append(row)
-for path in spec["paths"]:
-    row = {"path": path}
-    try:
-        if os.path.isdir(path):
-            os.listdir(path)
-        else:
-            with open(path, "rb") as f:
-                f.read(1)
-        row["result"] = "read"
-    except OSError as e:
-        row["result"], row["error"] = errno.errorcode.get(e.errno, "error"), err(e)
-    out["paths"].append(row)
-python = spec.get("python")
-if python and spec["imports"]:
-    if not os.access(python, os.X_OK):
-        out["imports"] = {name: "no executable " + python for name in spec["imports"]}
-    else:
-        code = ("import importlib.util, json, sys\n"
-                "def find(n):\n"
-                "    try:\n"
-                "        return 'found' if importlib.util.find_spec(n) is not None else 'not found'\n"
-                "    except Exception as e:\n"
-                "        return 'not found (%s: %s)' % (type(e).__name__, e)\n"
-                "print(json.dumps({n: find(n) for n in sys.argv[1:]}))")
-        run = subprocess.run([python, "-I", "-c", code, *spec["imports"]], capture_output=True, text=True, timeout=60)
-        try:
-            out["imports"] = json.loads(run.stdout)
-        except ValueError:
-            out["imports"] = {n: "error: " + (run.stderr.strip().splitlines() or ["?"])[-1] for n in spec["imports"]}
-# SGLang's own startup checks on the engine's flags, in the release's Python with this environment.
-def startup_check(python, check):
-    import re, shutil, tempfile
-    found = subprocess.run([python, "-I", "-c", "import importlib.util, sys; "
-                            "sys.exit(0 if importlib.util.find_spec('sglang') else 3)"], timeout=60)
-    if found.returncode != 0:
-        return {"skipped": "the release's Python %s has no sglang" % python}
-    try:
-        where = tempfile.mkdtemp(prefix="sglang-preflight-")
-    except OSError as e:
-        return {"skipped": "no writable temporary folder under the unit (%s)" % err(e)}
-    try:
-        for name, text in check["files"].items():
-            with open(os.path.join(where, name), "w") as f:
-                f.write(text)
-        env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_", "MC_"))}
-        argv = [re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), a) for a in check["argv"]]
-        case = {"cases": [{"id": "preflight", "argv": argv, "environ": env, "ablate": False}]}
-        run = subprocess.run([python, os.path.join(where, check["script"])], input=json.dumps(case),
-                             capture_output=True, text=True, timeout=check["timeout"])
-        return json.loads(run.stdout)[0]
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "culprits": [], "error": "the check did not finish within %s s" % check["timeout"]}
-    except (ValueError, IndexError):
-        return {"ok": False, "culprits": [], "error": "the check did not finish: " + run.stderr.strip()[-600:]}
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-if python and spec.get("sglang_check") and os.access(python, os.X_OK):
-    out["sglang_check"] = startup_check(python, spec["sglang_check"])
-if spec["gpu_ids"]:
-    opened = 0
-    for n in spec["gpu_ids"]:
-        try:
-            os.close(os.open("/dev/nvidia%d" % int(n), os.O_RDWR))
-            opened += 1
-        except OSError:
-            pass
-    out["gpus"] = opened
-print(json.dumps(out))
-"""
+# The probe's text, run by the host's python3 under the transient unit (sglang_preflight_probe.py; shipped with the
+# module as every module_utils file is).
+PROBE = inspect.getsource(sglang_preflight_probe)
 
 
 def systemd_run_argv(name: str, service: Mapping[str, Any], env_file: str, argv: list[str]) -> list[str]:
