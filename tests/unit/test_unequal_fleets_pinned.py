@@ -110,11 +110,6 @@ def test_the_planner_raises_only_the_engine_below_the_share() -> None:
     assert first.after is not None and first.after.parallel == 192
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the planner's admission sets every decode engine's max_running_requests to the share, lowering an "
-    "engine declared above it (sglang_plan._admit)",
-)
 def test_the_planner_never_lowers_an_engines_slots() -> None:
     """decode-01 runs 200 slots, decode-02 and decode-03 16 (232 together, the router admits 192). 232 calls need
     ceil(232 / 3) = 78 slots an engine: decode-02 and decode-03 go up to 78, decode-01 keeps its 200; the router
@@ -124,6 +119,16 @@ def test_the_planner_never_lowers_an_engines_slots() -> None:
     lowered = [(var, before, after) for var, before, after in first.changes
                if var.endswith("max_running_requests") and after < before]  # fmt: skip
     assert lowered == []
+    assert first.changes == [
+        ("sglang_decode.max_running_requests", 16, 78),  # decode-02 and decode-03; decode-01 keeps 200
+        ("sglang_router.max_concurrent_requests", 192, 232),
+    ]
+    hosts = first.changed_fleet().hostvars
+    assert [hosts[h]["sglang_decode"]["max_running_requests"] for h in ("decode-01", "decode-02", "decode-03")] == [
+        200,
+        78,
+        78,
+    ]
 
 
 def test_the_rollout_plan_takes_out_each_engine_in_turn() -> None:

@@ -227,12 +227,22 @@ def _role_of(added: str) -> str:
     return "prefill" if "'s prefill engine" in added else "decode"
 
 
-def _set(fleet: Fleet, option: Option, role: str, key: str, value: Any, *, both_engines: bool = False) -> None:
+def _set(
+    fleet: Fleet,
+    option: Option,
+    role: str,
+    key: str,
+    value: Any,
+    *,
+    both_engines: bool = False,
+    hosts: list[str] | None = None,
+) -> None:
     """Set `key` of every `role` server, where the declaration keeps it: the role's own dict, or the one both engine
     roles share (sglang_engine_common) when the caller sets it for both roles alike (`both_engines`). A key of one
     role that the shared dict holds goes into the role's own dict, which SGLang's envelope reads first, so the other
-    role keeps its value. A change is listed once, however many servers and roles share the dict it edits."""
-    for host in fleet.hosts(role):
+    role keeps its value. A change is listed once, however many servers and roles share the dict it edits.
+    `hosts`: only these servers of the role (default all)."""
+    for host in hosts if hosts is not None else fleet.hosts(role):
         hv = fleet.hostvars[host]
         if role == "router":
             where, before = "sglang_router", (hv.get("sglang_router") or {}).get(key)
@@ -315,8 +325,8 @@ def _admit(fleet: Fleet, option: Option, calls: int) -> None:
 
     Each router admits its own cap (smg's mesh shares no count), and validation holds the caps' sum to the decode
     fleet's running slots. Where a router admits without bound (no cap, or 0: validation refuses both) or below its
-    share of the calls, every router gets that share, rounded up. The decode engines then run the calls, and at least
-    what the routers admit together."""
+    share of the calls, every router gets that share, rounded up. The decode engines declared below their share of
+    what the routers admit together are raised to it; one declared above keeps its slots."""
     routers = fleet.hosts("router")
     share = math.ceil(calls / len(routers)) if routers else 0
     caps = [router_envelope(fleet.hostvars[h]).get("max_concurrent_requests") for h in routers]
@@ -326,8 +336,9 @@ def _admit(fleet: Fleet, option: Option, calls: int) -> None:
     engines = fleet.hosts("decode")
     need = math.ceil(admitted / len(engines))
     declared = [engine_envelope("decode", fleet.hostvars[h]).get("max_running_requests") for h in engines]
-    if any(d is not None and int(d) < need for d in declared):
-        _set(fleet, option, "decode", "max_running_requests", need)
+    below = [h for h, d in zip(engines, declared, strict=True) if d is not None and int(d) < need]
+    if below:  # an engine declared above its share keeps its slots
+        _set(fleet, option, "decode", "max_running_requests", need, hosts=below)
     if raise_caps:
         _set(fleet, option, "router", "max_concurrent_requests", share)
 
