@@ -232,7 +232,7 @@ def test_every_wave_runs_in_one_runner_process(tmp_path: Path, monkeypatch: pyte
     ((cmd, kwargs),) = runs.calls
     assert cmd == ["/pv/bin/python", RUNNER, "runs", f"{tmp_path}/runs.json"]
     env = kwargs.pop("env")
-    assert kwargs == {"check": False}
+    assert kwargs == {"check": False, "stdout": None}  # the runner's lines to the terminal (not --json)
     assert (env["OPENAI_API_KEY"], "API_KEY" in env, env["BENCH_PINNED_OTHER"]) == ("k3y", False, "kept")
     first = bench.bench_argv(WAVE, "http://10.0.0.1:8000", "/tok", tmp_path / "level-1-c4.jsonl", SEED)
     second = bench.bench_argv(LEVELS[1], "http://10.0.0.1:8000", "/tok", tmp_path / "level-2-c1.jsonl", SEED + 1)
