@@ -36,8 +36,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     router_envelope,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import _polyline, _scale_log
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import FILES_DIR
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     PlanError,
@@ -49,9 +51,10 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors impor
 
 from .output import ANSWERED, DOES_NOT_FIT, OUT, jsonable, progress
 
-REPO = Path(__file__).resolve().parents[2]
-PARSER_VENV = REPO / ".cache" / "sglang-parser-venv"
-RUNNER = REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate/files/bench_serving_run.py"
+REPO = sglang_paths.project_dir()  # SGLANG_DSV4_HOME: reports/ and the caches (sglang_paths.py)
+PARSER_VENV = sglang_paths.parser_venv()  # SGLANG_DSV4_PARSER_VENV
+PERF_VENV = sglang_paths.perf_venv()  # SGLANG_DSV4_PERF_VENV
+RUNNER = FILES_DIR / "bench_serving_run.py"  # the collection's sglang_validate role files
 TOKENIZERS = REPO / ".cache" / "bench-tokenizer"
 LAB_GROUP = "sglang_lab_hosts"
 ROUTER_DEFAULT_PORT = 30000  # smg's --port default
@@ -516,7 +519,7 @@ def versions() -> dict[str, str | None]:
         commit = None
     return {
         "sglang (bench_serving)": _version(PARSER_VENV, "sglang"),
-        "aiconfigurator-core (time model)": _version(REPO / ".cache" / "aiconfigurator-venv", "aiconfigurator-core"),
+        "aiconfigurator-core (time model)": _version(PERF_VENV, "aiconfigurator-core"),
         "repository commit": commit,
     }
 

@@ -32,6 +32,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     router_envelope,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, parse_size
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     DASHBOARD_FILE,
@@ -67,7 +68,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import re
 from . import bench
 from .output import ANSWERED, BAD_INPUT, CLOSED_PIPE, DOES_NOT_FIT, OUT, progress, version
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
+REPO = sglang_paths.project_dir()  # SGLANG_DSV4_HOME: reports/ (sglang_paths.py)
+MODELS = sglang_paths.models_dir()  # SGLANG_DSV4_MODELS_DIR
 
 
 class InventoryError(ValueError):
@@ -130,7 +132,7 @@ def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str,
 
 def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     name = (hostvars.get("sglang_model") or {}).get("name")
-    path = Path(model_config_path(REPO / "models", name))
+    path = Path(model_config_path(MODELS, name))
     if not path.is_file():
         raise EnvelopeError(f"sglang_model.name={name!r}: no {path}; fix: add the model's config.json there")
     return dict(json.loads(path.read_text()))

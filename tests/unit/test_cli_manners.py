@@ -66,8 +66,16 @@ def test_galaxy_metadata_has_no_placeholder() -> None:
         (["bench", "-i", PROD], 2, set()),
         (["plan", "-i", PROD, "--want", "10x4k", "--output-tokens", "4k"], 2, set()),
     ],
-    ids=["capacity", "plan-fits", "plan-does-not-fit", "request-admitted", "request-refused", "monitoring",
-         "bench-refused", "output-longer-than-call"],  # fmt: skip
+    ids=[
+        "capacity",
+        "plan-fits",
+        "plan-does-not-fit",
+        "request-admitted",
+        "request-refused",
+        "monitoring",
+        "bench-refused",
+        "output-longer-than-call",
+    ],
 )
 def test_json_document_and_exit_code_of_every_command(
     argv: list[str],
@@ -93,7 +101,7 @@ def test_json_document_and_exit_code_of_every_command(
 def test_json_of_capacity_carries_the_text_s_figures(
     production: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, out, _ = run(capsys, "capacity", "-i", PROD, "--out", str(tmp_path), "--json")
+    _, out, _ = run(capsys, "capacity", "-i", PROD, "--out", str(tmp_path), "--json")
     doc = json.loads(out)
     decode = next(e for e in doc["engines"] if e["role"] == "decode")
     assert (decode["host"], decode["limits"]["max_total_num_tokens"], decode["limits"]["context_len"]) == (
@@ -104,7 +112,9 @@ def test_json_of_capacity_carries_the_text_s_figures(
     assert str(tmp_path / "capacity.md") in doc["files"]
 
 
-def test_plan_exit_code_follows_the_fit_and_json_says_which(production: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_exit_code_follows_the_fit_and_json_says_which(
+    production: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, out, _ = run(capsys, "plan", "-i", PROD, "--want", "10x4k", "--want", "100x200k", "--json")
     doc = json.loads(out)
     assert rc == 1
@@ -186,4 +196,3 @@ def test_exit_codes_are_documented() -> None:
     doc = (REPO / "docs" / "cli.md").read_text()
     for line in ("| 0 |", "| 1 |", "| 2 |", "| 141 |", SCHEMA):
         assert line in doc
-
