@@ -51,9 +51,9 @@ def without_groups(inv: Inventory, *names: str) -> Inventory:
     return hostvars, {k: v for k, v in groups.items() if k not in names}
 
 
-# Production figures (README: KV pools 9,927,680 / 11,159,040 tokens, 256 / 64 running requests, 18 / 21 calls at
-# the full 524,288-token context, bf16 index keys cost 8.4 %). Rows: floor(pool / context), capped by the router's
-# 64 or max_running_requests; weights per GPU 284e9 x (0.5 + 1/32) bytes / tp 4 = 35.1 GiB.
+# Production figures (docs/capacity.md: KV pools 9,927,680 / 11,159,040 tokens, 256 / 64 running requests, 18 / 21
+# calls at the full 524,288-token context, bf16 index keys cost 8.4 %). Rows: floor(pool / context), capped by the
+# router's 64 or max_running_requests; weights per GPU 284e9 x (0.5 + 1/32) bytes / tp 4 = 35.1 GiB.
 
 PREFILL_TABLE = (
     "## gpu-node-01 prefill\n"
@@ -517,7 +517,7 @@ PLAN_4K = (
 
 @pytest.mark.parametrize("flag", ["--inventory", "-i"])
 def test_plan_prints_each_shape_then_the_risks(flag: str, capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
-    """README's example: 55 of 100 calls at 200k fit today; each --want is planned in order, risks last. One shape
+    """The README's example: 55 of 100 calls at 200k fit today; each --want is planned in order, risks last. One shape
     that does not fit today makes the exit code 1 (answered, does not fit)."""
     inventories({PROD: shipped_inventory("production")})
     rc, out, err = run(capsys, "plan", flag, PROD, "--want", "100x200k", "--want", "10x4k")
@@ -714,7 +714,7 @@ def test_monitoring_writes_rules_tests_and_dashboard(
         "    for: 15s\n"
     )
     assert "summary: 'lab1:prefill: KV pool 90 % full'\n" in rules
-    # the README's predicted prefill pool; 0.9 x 256 running requests (prefill) and 0.9 x 64 (decode), rounded up
+    # docs/capacity.md's predicted prefill pool; 0.9 x 256 running requests (prefill) and 0.9 x 64 (decode), rounded up
     assert (
         "the capacity model predicts a pool of 9,927,680 tokens for sglang_prefill (mem_fraction_static 0.78" in rules
     )

@@ -82,12 +82,12 @@ def test_measured_figure(index: int, predictions: list[Prediction]) -> None:
     assert inside == check.inside, (
         f"{check.name} ({check.source}): measured {check.measured:g} {check.unit}, predicted {predicted:.1f} "
         f"(ratio {ratio:.2f}), tolerance +-{check.tolerance:.0%}: now {'inside' if inside else 'outside'}, "
-        f"recorded {'inside' if check.inside else 'outside'}; update the row and the README figures"
+        f"recorded {'inside' if check.inside else 'outside'}; update the row and the figures of docs/time.md"
     )
 
 
 def test_our_decode_point_ratio_is_recorded(predictions: list[Prediction]) -> None:
     """The deployment decodes at about 64 tokens/s; the estimator's SGLang 0.5.14 data predicts 2.5-3x that. The
-    ratio is pinned to 0.30-0.45 so that either side moving is seen (the README states it)."""
+    ratio is pinned to 0.30-0.45 so that either side moving is seen (docs/time.md states it)."""
     ratio = 64.0 / predictions[2].tokens_per_s_per_call
     assert 0.30 <= ratio <= 0.45, ratio
