@@ -166,7 +166,7 @@ lab-deploy: lab-up parser-venv ## Deploy the stack into the lab (ansible-playboo
 
 lab-info: ## Where things are in the lab
 	@echo "lab host:      $(LAB_HOST) (systemd-nspawn; network namespace /run/netns/$(LAB_HOST), loopback only)"
-	@echo "inventory:     $(LAB_INVENTORY) (inventories/lab is the default in ansible.cfg; LAB=multinode: five hosts)"
+	@echo "inventory:     $(LAB_INVENTORY) (inventories/lab is the default in ansible.cfg; LAB=multinode: seven hosts)"
 	@echo "ssh in:        make lab-ssh   or   $(LAB_SSH) $(LAB_HOST)"
 	@echo "router:        http://127.0.0.1:$(LAB_ROUTER_PORT) inside the netns, e.g."
 	@echo "               ip netns exec $(LAB_HOST) curl -s http://127.0.0.1:$(LAB_ROUTER_PORT)/health"
