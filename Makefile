@@ -35,7 +35,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Lab facts shown by `make lab-info`; they follow roles/sglang_lab/defaults/main.yml and the
 # lab inventory (inventories/lab).
-# LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode and 1 router host on one bridge;
+# LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode, 2 router and 1 front host on one bridge;
 # LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults;
 # LAB=lab4 the one where make test runs molecule.
 LAB ?=
@@ -58,7 +58,7 @@ PARSER_PACKAGES := numpy orjson psutil pybase64 requests urllib3 idna certifi pa
 	msgspec pydantic-core pyzmq tqdm ipython traitlets pygments pydantic typing-inspection aiohttp multidict \
 	attrs yarl propcache aiohappyeyeballs aiosignal frozenlist
 
-.PHONY: help venv apt parser-venv perf-venv flag-tables rules-doc sim-steps fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
+.PHONY: help venv venvs apt parser-venv perf-venv flag-tables rules-doc filter-docs sim-steps fixtures mutation mutation-recheck lab lab-up lab-deploy lab-info lab-ssh lab-down check test sanity collection \
 	test-rollout test-stress lint verify molecule bench
 
 help:
@@ -71,6 +71,8 @@ $(VENV)/.installed: requirements/dev.txt requirements/constraints.txt pyproject.
 	$(BIN)/python -m pip install -q -r requirements/dev.txt -c requirements/constraints.txt
 	$(BIN)/python -m pip install -q -e . -c requirements/constraints.txt
 	touch $@
+
+venvs: venv parser-venv perf-venv ## Every controller venv an operator needs: .venv, SGLang's parser (the deep check), AIConfigurator (time)
 
 parser-venv: $(PARSER_VENV)/.installed ## SGLang 0.5.23 parser on CPU, for the contract test
 
@@ -109,6 +111,9 @@ flag-tables: venv parser-venv ## Regenerate the SGLang and smg argument tables a
 
 rules-doc: venv ## Regenerate docs/rules.md from the validation rule tables
 	$(BIN)/python bench/rules_doc.py
+
+filter-docs: venv ## Regenerate the filters' documentation (plugins/filter/<name>.yml, what ansible-doc shows)
+	$(BIN)/python bench/filter_docs.py
 
 sim-steps: venv perf-venv ## Regenerate the simulator's step table (sim/sglang_sim/step_tables) from AIConfigurator
 	$(BIN)/python tests/component/perf/sim_steps.py
@@ -153,7 +158,7 @@ apt: ## Debian packages the lab and the lint need (installs only what is missing
 lab: lab-deploy ## Boot the lab and deploy the stack into it
 	@$(MAKE) --no-print-directory lab-info
 
-lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute; LAB=multinode: five hosts)
+lab-up: venv apt ## Boot the lab host(s) only (debootstrap once, about a minute; LAB=multinode: seven hosts)
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/lab.yml
 
 # The parser venv first: without it the validation would skip the deep check (sglang_validate_deep_check: auto).
@@ -162,7 +167,7 @@ lab-deploy: lab-up parser-venv ## Deploy the stack into the lab (ansible-playboo
 
 lab-info: ## Where things are in the lab
 	@echo "lab host:      $(LAB_HOST) (systemd-nspawn; network namespace /run/netns/$(LAB_HOST), loopback only)"
-	@echo "inventory:     $(LAB_INVENTORY) (inventories/lab is the default in ansible.cfg; LAB=multinode: five hosts)"
+	@echo "inventory:     $(LAB_INVENTORY) (inventories/lab is the default in ansible.cfg; LAB=multinode: seven hosts)"
 	@echo "ssh in:        make lab-ssh   or   $(LAB_SSH) $(LAB_HOST)"
 	@echo "router:        http://127.0.0.1:$(LAB_ROUTER_PORT) inside the netns, e.g."
 	@echo "               ip netns exec $(LAB_HOST) curl -s http://127.0.0.1:$(LAB_ROUTER_PORT)/health"
@@ -197,9 +202,10 @@ sanity: venv ## ansible-test sanity of the collection (validate-modules, pylint,
 collection: venv ## Build the collection artifact (ansible-galaxy collection build) into build/
 	ansible-galaxy collection build $(COLLECTION) --output-path build --force
 
-lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck
+lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck, the changelog fragments
 	yamllint --strict .
 	ansible-lint
+	cd $(COLLECTION) && antsibull-changelog lint
 	ruff check .
 	ruff format --check .
 	mypy $(TYPED)
@@ -211,6 +217,7 @@ CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py tests/comp
 
 check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make parser-venv` once)
 	yamllint --strict .
+	cd $(COLLECTION) && antsibull-changelog lint
 	ruff check .
 	ruff format --check .
 	mypy $(TYPED)
@@ -313,7 +320,7 @@ verify: venv ## The verify suite against the deployed lab
 	pytest verify --hosts=ansible://all --ansible-inventory=inventories/lab/hosts.yml $(PYTEST_ARGS)
 
 # SGLang's own bench_serving against the inventory's router, each figure beside the time model's prediction; a router
-# that is not a lab host only with BENCH_ARGS=--production-load-ok. README.md "Benchmark".
+# that is not a lab host only with BENCH_ARGS=--production-load-ok. docs/bench.md.
 INVENTORY ?= inventories/lab/hosts.yml
 BENCH_ARGS ?=
 bench: venv parser-venv perf-venv ## bench_serving against INVENTORY's router (lab), measured beside predicted (BENCH_ARGS)

@@ -36,8 +36,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     router_envelope,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import _polyline, _scale_log
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import FILES_DIR
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     PlanError,
@@ -47,9 +49,12 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_sidedoors import is_loopback
 
-REPO = Path(__file__).resolve().parents[2]
-PARSER_VENV = REPO / ".cache" / "sglang-parser-venv"
-RUNNER = REPO / "collections/ansible_collections/sglang/dsv4/roles/sglang_validate/files/bench_serving_run.py"
+from .output import ANSWERED, DOES_NOT_FIT, OUT, jsonable, progress
+
+REPO = sglang_paths.project_dir()  # SGLANG_DSV4_HOME: reports/ and the caches (sglang_paths.py)
+PARSER_VENV = sglang_paths.parser_venv()  # SGLANG_DSV4_PARSER_VENV
+PERF_VENV = sglang_paths.perf_venv()  # SGLANG_DSV4_PERF_VENV
+RUNNER = FILES_DIR / "bench_serving_run.py"  # the collection's sglang_validate role files
 TOKENIZERS = REPO / ".cache" / "bench-tokenizer"
 LAB_GROUP = "sglang_lab_hosts"
 ROUTER_DEFAULT_PORT = 30000  # smg's --port default
@@ -514,20 +519,12 @@ def versions() -> dict[str, str | None]:
         commit = None
     return {
         "sglang (bench_serving)": _version(PARSER_VENV, "sglang"),
-        "aiconfigurator-core (time model)": _version(REPO / ".cache" / "aiconfigurator-venv", "aiconfigurator-core"),
+        "aiconfigurator-core (time model)": _version(PERF_VENV, "aiconfigurator-core"),
         "repository commit": commit,
     }
 
 
-def plain(value: Any) -> Any:
-    """JSON-able: NaN and infinities (bench_serving's figures of a wave with no completed call) become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
+plain = jsonable  # bench.json's values: JSON-able, NaN and infinities as null
 
 
 def last_result(path: Path) -> dict[str, Any] | None:
@@ -562,7 +559,8 @@ def run_levels(
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # bench_serving sends it as "Authorization: Bearer <key>"
     sys.stdout.flush()
-    subprocess.run(cmd, env=env, check=False)
+    # With --json, stdout carries the document only: the runner's lines go to stderr.
+    subprocess.run(cmd, env=env, check=False, stdout=2 if OUT.json else None)
     return [last_result(f) for f in files]
 
 
@@ -624,8 +622,7 @@ def bench_command(
         hostvars, groups = load_inventory(args.inventory)
         why = refusal(args.inventory, groups)
         if why and not args.production_load_ok:
-            print(f"error: {why}", file=sys.stderr)
-            return 2
+            return OUT.error(why)
         target = router_target(hostvars, groups, args.url)
         key = router_api_key(hostvars, target.host, os.environ)
         fleet = fleet_from_inventory(hostvars, groups)
@@ -648,8 +645,7 @@ def bench_command(
             tokenizer = str(sim_tokenizer(name, int(config["vocab_size"])))
         python = parser_python()
     except (BenchError, PlanError, EnvelopeError, CapacityError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return OUT.error(str(exc))
     notes = []
     if factor is not None:
         notes.append(f"simulator at speed factor {factor:g}: predicted times x {1 / factor:g}")
@@ -660,16 +656,16 @@ def bench_command(
         )
     if any(level.prompts > level.concurrency for level in levels):
         notes.append("--prompts above a level: the model's figures are of the first wave")
-    print(f"bench: {len(levels)} level(s) against {target.url}; predicting ...", flush=True)
-    predictions = predict_levels(hostvars, groups, config, levels, steps)
+    OUT.say(f"bench: {len(levels)} level(s) against {target.url}; predicting ...")
+    with progress("predicting each level's times (the time model)"):
+        predictions = predict_levels(hostvars, groups, config, levels, steps)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else REPO / "reports" / f"bench-{inventory_name(args.inventory)}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     try:
         results = run_levels(levels, target, tokenizer, out, key)
     except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return OUT.error(str(exc))
     extra = {"started_utc": stamp, "tokenizer": tokenizer, "client": str(python), "versions": versions()}
     doc, lines = report(args.inventory, target, levels, results, predictions, factor, notes, extra)
     json_path = out / "bench.json"
@@ -685,39 +681,38 @@ def bench_command(
         path = out / (f"bench-{len(svgs) + 1}.svg" if len({lv.shape for lv in levels}) > 1 else "bench.svg")
         path.write_text(render_svg(f"{inventory_name(args.inventory)}: {shape}, measured vs predicted", points))
         svgs.append(path)
-    print("\n".join(lines))
-    print(f"\nwritten: {json_path}")
+    OUT.say("\n".join(lines))
+    OUT.say(f"\nwritten: {json_path}")
     for path in svgs:
-        print(f"written: {path}")
-    print(f"written: {out / 'bench.txt'} and bench_serving's own files {out}/level-*.jsonl")
+        OUT.say(f"written: {path}")
+    OUT.say(f"written: {out / 'bench.txt'} and bench_serving's own files {out}/level-*.jsonl")
+    OUT.put("bench", doc)
+    OUT.put("files", [str(json_path), *map(str, svgs), str(out / "bench.txt")])
     failed = [i + 1 for i, r in enumerate(results) if r is None or not r.get("completed")]
     if failed:
         print(f"error: level(s) {', '.join(map(str, failed))} completed no call", file=sys.stderr)
-        return 1
-    return 0
+        return DOES_NOT_FIT
+    return ANSWERED
 
 
-def add_output_tokens(parser: argparse.ArgumentParser, of: str) -> None:
-    """--output-tokens: the output tokens of each call, out of `of` (plan and bench share it)."""
+def add_output_tokens(parser: argparse.ArgumentParser, of: str, count: Callable[[str], int]) -> None:
+    """--output-tokens: the output tokens of each call, out of `of` (plan and bench share it); None when not given
+    (the command then takes perf.DEFAULT_OUTPUT_TOKENS, and refuses a given value the call cannot hold)."""
     parser.add_argument(
         "--output-tokens",
-        type=int,
-        default=perf.DEFAULT_OUTPUT_TOKENS,
+        type=count,
+        default=None,
         metavar="N",
-        help=f"output tokens of each call, out of {of} (default {perf.DEFAULT_OUTPUT_TOKENS})",
+        help=f"output tokens of each call, out of {of} (default {perf.DEFAULT_OUTPUT_TOKENS}; e.g. 1k)",
     )
 
 
-def add_parser(sub: Any) -> None:
-    """The `bench` subcommand's options."""
-    bench = sub.add_parser(
-        "bench", help="benchmark the deployed fleet with SGLang's bench_serving, measured beside predicted"
-    )
-    bench.add_argument("--inventory", "-i", required=True)
+def add_options(bench: argparse.ArgumentParser, count: Callable[[str], int]) -> None:
+    """The `bench` subcommand's own options (commands.build_parser adds --inventory and the global ones)."""
     bench.add_argument(
         "--want", action="append", metavar="CALLSxTOKENS", help="shape, as plan --want (e.g. 64x32k); repeatable"
     )
-    add_output_tokens(bench, "its length")
+    add_output_tokens(bench, "its length", count)
     bench.add_argument("--concurrency", metavar="C,C,...", help="levels, e.g. 64,8,1 (default: admitted, /4, 1)")
     bench.add_argument("--prompts", type=int, default=0, metavar="N", help="calls per level, if above the level")
     bench.add_argument("--tokenizer", metavar="PATH", help="the model's tokenizer directory (real engines)")

@@ -22,6 +22,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live impor
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet, PlanError, fleet_from_inventory
 from ruamel.yaml import YAML
 
+from .output import ANSWERED, OUT
+
 
 def point_lines(steps: CalibratedSteps) -> list[str]:
     """Each point of the calibration: measured, predicted uncalibrated, calibrated with its band, the residual."""
@@ -95,18 +97,30 @@ def calibrate_command(
             fleet.hostvars[host][VARIABLE] = declared + [as_declared(p) for p in new]
     config = model_config_for(hostvars[engines[0]])
     calibrated = perf.fleet_steps(fleet, config, steps) or steps
-    print(perf.time_header(calibrated))
+    header = perf.time_header(calibrated)
+    OUT.say(header)
+    OUT.put("time_from", header)
     if not isinstance(calibrated, CalibratedSteps):
-        print(f"no measured point: declare {VARIABLE} (docs/time.md) or pass --from-live after an audit")
-        return 0
-    print("\n".join(point_lines(calibrated)))
+        OUT.say(f"no measured point: declare {VARIABLE} (docs/time.md) or pass --from-live after an audit")
+        OUT.put("points", [])
+        return ANSWERED
+    OUT.say("\n".join(point_lines(calibrated)))
+    OUT.put("factors", calibrated.calibration.factors)
+    OUT.put(
+        "points",
+        [
+            as_declared(f.point) | {"residual": calibrated.calibration.residual(f)}
+            for f in calibrated.calibration.fitted
+        ],
+    )
     if new and write:
         target = declaring_file(Path(inventory))
         write_points(target, new)
-        print(f"{len(new)} point(s) from the live fleet appended to {VARIABLE} in {target}")
+        OUT.say(f"{len(new)} point(s) from the live fleet appended to {VARIABLE} in {target}")
+        OUT.put("written_to", str(target))
     elif new:
-        print(f"{len(new)} point(s) from the live fleet shown, not written (--write appends them to the inventory)")
-    return 0
+        OUT.say(f"{len(new)} point(s) from the live fleet shown, not written (--write appends them to the inventory)")
+    return ANSWERED
 
 
 def _newest(reports: Path, engines: Sequence[str]) -> Path:
@@ -119,9 +133,10 @@ def _newest(reports: Path, engines: Sequence[str]) -> Path:
     raise PlanError(f"no audit report under {reports} measured this fleet's engines; fix: ansible-playbook audit.yml")
 
 
-def add_parser(sub: Any) -> None:
-    cal = sub.add_parser("calibrate", help="the fleet's measured points and the time model's calibration to them")
-    cal.add_argument("--inventory", "-i", required=True, help="the inventory (a folder or its hosts.yml)")
+HELP = "the fleet's measured points and the time model's calibration to them"
+
+
+def add_options(cal: Any) -> None:
     cal.add_argument(
         "--from-live",
         nargs="?",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,8 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     model_config_path,
     router_envelope,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, parse_size
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     DASHBOARD_FILE,
@@ -63,18 +65,48 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import de
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import render as render_risks
 
 from . import bench, calibrate
+from .output import ANSWERED, BAD_INPUT, CLOSED_PIPE, DOES_NOT_FIT, OUT, progress, version
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: cli/sglang_envelope_cli/commands.py
+REPO = sglang_paths.project_dir()  # SGLANG_DSV4_HOME: reports/ (sglang_paths.py)
+MODELS = sglang_paths.models_dir()  # SGLANG_DSV4_MODELS_DIR
+
+
+class InventoryError(ValueError):
+    """An inventory that cannot be read: missing, unparsable, or without an engine host."""
+
+
+# ansible-inventory fails on a source no plugin parses, instead of warning and answering with localhost only.
+_STRICT_INVENTORY = {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "true"}
+
+
+def _parser_words(stderr: str) -> str:
+    """ansible-inventory's own reason: its errors, and the first plugin's warning that says why."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("[ERROR]")]
+    warnings = [line for line in lines if line.startswith("[WARNING]")]
+    return "; ".join(warnings[:1] + errors) or (lines[-1] if lines else "no output")
 
 
 def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
-    """(hostvars, groups) of an inventory, resolved by ansible-inventory."""
+    """(hostvars, groups) of an inventory, resolved by ansible-inventory; InventoryError (naming the path and the
+    parser's words) when it is missing, does not parse, or declares no engine host."""
     exe = Path(sys.executable).with_name("ansible-inventory")
     # The playbook dir is the inventory's own, so no group_vars/ of the current directory leak in.
     inv = Path(inventory).resolve()
+    if not inv.exists():
+        raise InventoryError(
+            f"inventory {inventory}: no such file or directory ({inv}); fix: pass an inventory folder or hosts file, "
+            "e.g. -i inventories/production"
+        )
     base = inv if inv.is_dir() else inv.parent
     cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inv), "--playbook-dir", str(base), "--list"]
-    data = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout)
+    with progress(f"reading the inventory {inventory} (ansible-inventory)"):
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, **_STRICT_INVENTORY}, check=False
+        )
+    if done.returncode != 0:
+        raise InventoryError(f"inventory {inventory}: ansible-inventory cannot parse it: {_parser_words(done.stderr)}")
+    data = json.loads(done.stdout)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     groups: dict[str, list[str]] = {}
 
@@ -88,12 +120,18 @@ def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str,
     for name in data:
         if name != "_meta":
             groups[name] = sorted(set(hosts_of(name)))
+    if not any(groups.get(GROUPS[role]) for role in ENGINE_ROLES):
+        wanted = " or ".join(GROUPS[role] for role in ENGINE_ROLES)
+        raise InventoryError(
+            f"inventory {inventory}: no host in {wanted} (groups found: {', '.join(sorted(groups)) or 'none'}); "
+            f"fix: declare the engine hosts in those groups"
+        )
     return hostvars, groups
 
 
 def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     name = (hostvars.get("sglang_model") or {}).get("name")
-    path = Path(model_config_path(REPO / "models", name))
+    path = Path(model_config_path(MODELS, name))
     if not path.is_file():
         raise EnvelopeError(f"sglang_model.name={name!r}: no {path}; fix: add the model's config.json there")
     return dict(json.loads(path.read_text()))
@@ -178,7 +216,7 @@ def risk_section(
 ) -> str:
     """The risks of the declared fleet, with validated fixes (Markdown), and the time risks for calls of `tokens`
     (None: sglang_workload.p90_context_tokens, else perf.TYPICAL_TOKENS) against `slo`, on `steps` (None: the
-    default step source, time_steps)."""
+    default step source, time_steps). Their dicts go into the --json document's `risks`."""
     fleet = fleet_from_inventory(hostvars, groups)
     engines = fleet.hosts("decode") or fleet.hosts("prefill")
     if not engines:
@@ -188,7 +226,9 @@ def risk_section(
     findings = [f.as_dict() for f in risks(state, fleet, config)]
     if fleet.hosts("prefill") and fleet.hosts("decode"):
         length = tokens or int(state.workload.get("p90_context_tokens") or perf.TYPICAL_TOKENS)
-        findings += perf.time_risks(fleet, config, length, slo, steps or time_steps(), osl)
+        with progress("judging the time risks (the time model)"):
+            findings += perf.time_risks(fleet, config, length, slo, steps or time_steps(), osl)
+    OUT.put("risks", findings)
     lines = render_risks(findings) or ["none found"]
     return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
 
@@ -199,8 +239,7 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
         entries = fleet_capacity(hostvars, groups)
         risk_text = risk_section(hostvars, groups)
     except (EnvelopeError, CapacityError, PlanError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return OUT.error(str(exc))
     target = Path(out_dir or REPO / "reports" / f"capacity-{Path(inventory).name}")
     target.mkdir(parents=True, exist_ok=True)
     report = [f"# Capacity of {inventory}", ""]
@@ -217,12 +256,15 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
         )
         (target / svg_name).write_text(svg)
         report += [table, f"![chart]({svg_name})", ""]
-        print(table)
-    print(risk_text)
+        OUT.say(table)
+        OUT.add("engines", {**{k: v for k, v in entry.items() if k != "rows"}, "rows": entry["rows"]})
+        OUT.add("files", str(target / svg_name))
+    OUT.say(risk_text)
     report.append(risk_text)
     (target / "capacity.md").write_text("\n".join(report))
-    print(f"table and charts written to {target}")
-    return 0
+    OUT.add("files", str(target / "capacity.md"))
+    OUT.say(f"table and charts written to {target}")
+    return ANSWERED
 
 
 def parse_slo(ttft_p90: str | None, itl_p90: str | None, tokens_per_s: float | None) -> perf.Slo:
@@ -271,18 +313,30 @@ def plan_command(
                 "--no-time, or ask without --ttft-p90/--itl-p90/--tokens-per-s"
             )
         if timed and steps is not None:
-            print(f"{steps_origin(steps)}\n")
+            header = steps_origin(steps)
+            OUT.say(f"{header}\n")
+            OUT.put("time_from", header)
+        fits = True
         for shape in shapes:
             result = plan(fleet, config, shape)
             if timed:
-                perf.plan_in_time(result, fleet, config, slo or None, steps, osl, rate)
-            print(render(result, inventory))
+                with progress(f"predicting the times of {shape.calls}x{shape.tokens} (the time model)"):
+                    perf.plan_in_time(result, fleet, config, slo or None, steps, osl, rate)
+            OUT.say(render(result, inventory))
+            fits = fits and result.fits_today and result.today_meets_slo is not False
+            OUT.add("plans", {"fits": result.fits_today and result.today_meets_slo is not False, **plan_dict(result)})
         risk_slo = slo if slo else perf.DEFAULT_SLO
-        print(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl, steps))
+        OUT.say(risk_section(hostvars, groups, shapes[-1].tokens, risk_slo, osl, steps))
     except (PlanError, EnvelopeError, CapacityError, LiveFiguresMissing) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return OUT.error(str(exc))
+    return ANSWERED if fits else DOES_NOT_FIT
+
+
+def plan_dict(result: Any) -> dict[str, Any]:
+    """A plan as the --json document gives it: its dataclass fields, less each option's whole fleet."""
+    options = [{k: v for k, v in vars(o).items() if k != "fleet"} for o in result.options]
+    shorter = [{k: v for k, v in vars(o).items() if k != "fleet"} for o in result.shorter]
+    return {**vars(result), "options": options, "shorter": shorter}
 
 
 def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int, chat: bool) -> int:
@@ -292,26 +346,29 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
         decode = [e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode"]
         routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
     except (EnvelopeError, CapacityError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return OUT.error(str(exc))
     if not decode:
-        print("error: the inventory has no decode engine", file=sys.stderr)
-        return 2
+        return OUT.error(f"inventory {inventory}: no host in {GROUPS['decode']}; fix: declare the decode engines")
     engines = [Engine.from_limits(e["host"], "decode", e["limits"]) for e in decode]
     verdict = check_request(
         decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, engines=engines
     )
     shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
+    OUT.put("request", {"input_tokens": input_tokens, "max_new_tokens": max_new_tokens, "chat": chat})
+    OUT.put("verdict", verdict)
     if verdict.limit == "admitted":
-        print(f"{shape}: {verdict.text}")
+        OUT.say(f"{shape}: {verdict.text}")
         fleet = fleet_from_inventory(hostvars, groups)
         if fleet.hosts("prefill"):
             config = model_config_for(hostvars[fleet.hosts("decode")[0]])
-            for line in perf.request_times(fleet, config, input_tokens, max_new_tokens, time_steps()):
-                print(f"  {line}")
-        return 0
-    print(f"{shape}: refused by {verdict.limit} (HTTP {verdict.status}): {verdict.text}")
-    return 1 if verdict.status >= 400 else 0
+            with progress("predicting the request's times (the time model)"):
+                times = perf.request_times(fleet, config, input_tokens, max_new_tokens, time_steps())
+            OUT.put("times", times)
+            for line in times:
+                OUT.say(f"  {line}")
+        return ANSWERED
+    OUT.say(f"{shape}: refused by {verdict.limit} (HTTP {verdict.status}): {verdict.text}")
+    return DOES_NOT_FIT if verdict.status >= 400 else ANSWERED
 
 
 def monitoring_command(inventory: str, out: str) -> int:
@@ -320,14 +377,14 @@ def monitoring_command(inventory: str, out: str) -> int:
     try:
         files = monitoring_files(hostvars, groups)
     except (EnvelopeError, MonitoringError) as exc:
-        print(f"monitoring: {exc}", file=sys.stderr)
-        return 2
+        return OUT.error(f"monitoring: {exc}")
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (target / name).write_text(text)
-        print(target / name)
-    return 0
+        OUT.say(str(target / name))
+        OUT.add("files", str(target / name))
+    return ANSWERED
 
 
 def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> dict[str, str]:
@@ -352,24 +409,63 @@ def monitoring_files(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sglang-envelope")
+def token_count(text: str) -> int:
+    """A token count as SGLang reads ints: 200k = 200,000, 512Ki = 524,288, plain ints as they are."""
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a token count is >= 0")
+    return value
+
+
+INVENTORY_HELP = "the inventory: a folder (e.g. inventories/production) or a hosts file"
+
+
+def _global_options(parser: argparse.ArgumentParser, on_subcommand: bool) -> None:
+    """--no-time and --json, accepted before and after the subcommand (after it, absent leaves the value before)."""
+    default: Any = argparse.SUPPRESS if on_subcommand else False
     parser.add_argument(
-        "--no-time", action="store_true", help="memory only: leave out the time model (TTFT/ITL predictions)"
+        "--no-time",
+        action="store_true",
+        default=default,
+        help="memory only: leave out the time model (TTFT/ITL predictions)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=default,
+        help="print one JSON document (docs/cli.md, schema sglang-envelope/1) on stdout instead of the text",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglang-envelope",
+        description="The limits of an SGLang DeepSeek-V4 PD fleet from its inventory. Exit codes: 0 answered and "
+        "fits, 1 answered and does not fit (or refused), 2 bad input or a missing prerequisite.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    _global_options(parser, on_subcommand=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    cap = sub.add_parser("capacity", help="capacity table and chart of every engine host of an inventory")
-    cap.add_argument("--inventory", "-i", required=True)
-    cap.add_argument("--out", help="directory for capacity.md and the SVG charts")
-    want = sub.add_parser("plan", help="does a workload shape fit the inventory, and what makes it fit")
-    want.add_argument("--inventory", "-i", required=True)
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("--inventory", "-i", required=True, help=INVENTORY_HELP)
+        _global_options(cmd, on_subcommand=True)
+        return cmd
+
+    cap = command("capacity", "capacity table and chart of every engine host of an inventory")
+    cap.add_argument("--out", help="directory for capacity.md and the SVG charts (default reports/capacity-<name>/)")
+    want = command("plan", "does a workload shape fit the inventory, and what makes it fit")
     want.add_argument(
         "--want", action="append", required=True, metavar="CALLSxTOKENS", help="e.g. 100x200k; repeat for more"
     )
     want.add_argument("--ttft-p90", metavar="DURATION", help="SLO: time to first token, p90 (e.g. 60s)")
     want.add_argument("--itl-p90", metavar="DURATION", help="SLO: inter-token latency, p90 (e.g. 80ms)")
     want.add_argument("--tokens-per-s", type=float, metavar="N", help="SLO: output tokens/s per call (at ITL p50)")
-    bench.add_output_tokens(want, "its CALLSxTOKENS length")
+    bench.add_output_tokens(want, "its CALLSxTOKENS length", token_count)
     want.add_argument(
         "--from-live",
         nargs="?",
@@ -384,31 +480,75 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="CALLS_PER_S",
         help="the time model's arrivals: Poisson at this rate (calls/s) instead of all the calls at once",
     )
-    mon = sub.add_parser("monitoring", help="Prometheus alert rules and their promtool tests from the envelope")
-    mon.add_argument("--inventory", "-i", required=True)
+    mon = command("monitoring", "Prometheus alert rules and their promtool tests from the envelope")
     mon.add_argument("--out", required=True, help="directory for the rules, their promtool tests and the dashboard")
-    req = sub.add_parser("check-request", help="which limit would reject a request of this shape, with its text")
-    req.add_argument("--inventory", "-i", required=True)
-    req.add_argument("--input-tokens", type=int, required=True)
-    req.add_argument("--max-new-tokens", type=int, required=True)
+    req = command("check-request", "which limit would reject a request of this shape, with its text")
+    req.add_argument(
+        "--input-tokens", type=token_count, required=True, metavar="N", help="prompt tokens (e.g. 600k, 512Ki)"
+    )
+    req.add_argument(
+        "--max-new-tokens", type=token_count, required=True, metavar="N", help="the request's max_new_tokens (e.g. 8k)"
+    )
     req.add_argument("--chat", action="store_true", help="a chat request (the template adds tokens)")
-    bench.add_parser(sub)
-    calibrate.add_parser(sub)
-    args = parser.parse_args(argv)
+    bench_cmd = command("bench", "benchmark the deployed fleet with SGLang's bench_serving, measured beside predicted")
+    bench.add_options(bench_cmd, token_count)
+    calibrate.add_options(command("calibrate", calibrate.HELP))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     _TIME["on"] = not args.no_time
+    OUT.start(args.command, args.json)
+    code = BAD_INPUT
     try:
-        return _run(args)
+        try:
+            code = _run(args)
+        except InventoryError as exc:
+            code = OUT.error(str(exc))
+        if OUT.json:
+            print(OUT.document(code), flush=True)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed stdout (`| head`): end quietly, and keep the interpreter's last flush from failing too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return CLOSED_PIPE
     finally:
         _TIME["on"] = True  # --no-time holds for this command only
+        OUT.start("", False)
+    return code
+
+
+def _shapes_longer_than_output(args: argparse.Namespace) -> str | None:
+    """--output-tokens given and not shorter than a --want call: the call cannot hold it (an error, not a clamp)."""
+    if getattr(args, "output_tokens", None) is None:
+        return None
+    for text in args.want or []:
+        shape = parse_shape(text)
+        if args.output_tokens >= shape.tokens:
+            return (
+                f"--output-tokens {args.output_tokens} is not below the call's {shape.tokens} tokens (--want {text}): "
+                "the output tokens are part of the call; fix: a smaller --output-tokens or a longer call"
+            )
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in ("plan", "bench"):
+        try:
+            why = _shapes_longer_than_output(args)
+        except PlanError as exc:
+            return OUT.error(str(exc))
+        if why:
+            return OUT.error(why)
+        if args.output_tokens is None:
+            args.output_tokens = perf.DEFAULT_OUTPUT_TOKENS
     if args.command == "plan":
         try:
             slo = parse_slo(args.ttft_p90, args.itl_p90, args.tokens_per_s)
         except PlanError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return OUT.error(str(exc))
         return plan_command(args.inventory, args.want, slo, args.output_tokens, args.from_live, args.rate)
     if args.command == "monitoring":
         return monitoring_command(args.inventory, args.out)
@@ -426,8 +566,7 @@ def _run(args: argparse.Namespace) -> int:
                 args.write,
             )
         except (PlanError, EnvelopeError, CapacityError, LiveFiguresMissing) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return OUT.error(str(exc))
     if args.command == "bench":
         return bench.bench_command(args, load_inventory, model_config_for, time_steps())
     return capacity_command(args.inventory, args.out)

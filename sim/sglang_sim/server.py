@@ -227,26 +227,30 @@ class Api:
             req.fail(e)
             return None
 
-    async def _updates(self, req: SimRequest) -> AsyncIterator[None]:
-        """Yields after each scheduler update of req, until it finishes."""
+    async def _updates(self, request: web.Request, req: SimRequest, sched: Scheduler | None) -> AsyncIterator[None]:
+        """Yields after each scheduler update of req, until it finishes. While no update comes, the client is checked
+        every DISCONNECT_CHECK_S and req aborted once it went away, streamed or not: SGLang's tokenizer manager waits
+        for the next output with a timeout and aborts the request when `request.is_disconnected()`, so a call
+        abandoned while it waits for its first token stops holding the engine."""
         while True:
-            await req.changed.wait()
+            try:
+                await asyncio.wait_for(req.changed.wait(), DISCONNECT_CHECK_S)
+            except TimeoutError:
+                if sched is not None and (request.transport is None or request.transport.is_closing()):
+                    logger.info(f"[http_server] Client disconnected: rid={req.rid}")
+                    sched.abort(req)
+                if not req.finished:
+                    continue
             req.changed.clear()
             yield
             if req.finished:
                 return
 
     async def _wait(self, request: web.Request, req: SimRequest, sched: Scheduler | None) -> None:
-        """Wait for a non-streaming request; abort it if the client goes away (SGLang checks every 4 s)."""
+        """Wait for a non-streaming request (aborted if the client goes away, as _updates checks)."""
         try:
-            while not req.finished:
-                try:
-                    await asyncio.wait_for(req.changed.wait(), DISCONNECT_CHECK_S)
-                except TimeoutError:
-                    if sched is not None and (request.transport is None or request.transport.is_closing()):
-                        logger.info(f"[http_server] Client disconnected: rid={req.rid}")
-                        sched.abort(req)
-                req.changed.clear()
+            async for _ in self._updates(request, req, sched):
+                pass
         finally:
             self._release(req, sched)
 
@@ -367,7 +371,7 @@ class Api:
         sent = -1
         async with self._streaming(resp, req, sched):
             await resp.prepare(request)
-            async for _ in self._updates(req):
+            async for _ in self._updates(request, req, sched):
                 if req.generated == sent and not req.finished:
                     continue
                 sent = req.generated
@@ -499,7 +503,7 @@ class Api:
         sent, first = 0, True
         async with self._streaming(resp, req, sched):
             # SGLang waits for the first output before it answers, so headers go out with the first event.
-            async for _ in self._updates(req):
+            async for _ in self._updates(request, req, sched):
                 if req.generated == sent and not req.finished:
                     continue
                 if not resp.prepared:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,9 +51,9 @@ def without_groups(inv: Inventory, *names: str) -> Inventory:
     return hostvars, {k: v for k, v in groups.items() if k not in names}
 
 
-# Production figures (README: KV pools 9,927,680 / 11,159,040 tokens, 256 / 64 running requests, 18 / 21 calls at
-# the full 524,288-token context, bf16 index keys cost 8.4 %). Rows: floor(pool / context), capped by the router's
-# 64 or max_running_requests; weights per GPU 284e9 x (0.5 + 1/32) bytes / tp 4 = 35.1 GiB.
+# Production figures (docs/capacity.md: KV pools 9,927,680 / 11,159,040 tokens, 256 / 64 running requests, 18 / 21
+# calls at the full 524,288-token context, bf16 index keys cost 8.4 %). Rows: floor(pool / context), capped by the
+# router's 64 or max_running_requests; weights per GPU 284e9 x (0.5 + 1/32) bytes / tp 4 = 35.1 GiB.
 
 PREFILL_TABLE = (
     "## gpu-node-01 prefill\n"
@@ -189,17 +188,51 @@ def test_load_inventory_of_a_hosts_file() -> None:
     assert hostvars["lab1"]["sglang_prefill"]["port"] == 30000
 
 
-def test_load_inventory_runs_the_venv_ansible_inventory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ansible-inventory is the one beside the interpreter, found without PATH; a missing inventory is empty."""
+def test_load_inventory_runs_the_venv_ansible_inventory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """ansible-inventory is the one beside the interpreter, found without PATH."""
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert cli.load_inventory(str(tmp_path / "missing")) == ({}, {"all": []})
+    assert cli.load_inventory(str(REPO / "inventories" / "lab" / "hosts.yml"))[1]["sglang_decode"] == ["lab1"]
 
 
-def test_load_inventory_fails_when_ansible_inventory_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failing ansible-inventory (here: an unparsed source made fatal) raises instead of reading its output."""
-    monkeypatch.setenv("ANSIBLE_INVENTORY_UNPARSED_FAILED", "true")
-    with pytest.raises(subprocess.CalledProcessError):
-        cli.load_inventory(str(tmp_path / "missing"))
+def test_a_missing_inventory_is_an_error_naming_its_path(tmp_path: Path) -> None:
+    with pytest.raises(cli.InventoryError) as err:
+        cli.load_inventory(str(tmp_path / "prodution"))
+    assert str(err.value) == (
+        f"inventory {tmp_path / 'prodution'}: no such file or directory ({tmp_path / 'prodution'}); fix: pass an "
+        "inventory folder or hosts file, e.g. -i inventories/production"
+    )
+
+
+def test_an_unparsable_inventory_is_an_error_with_the_parser_s_words(tmp_path: Path) -> None:
+    """A source no plugin parses fails ansible-inventory (instead of its warning and an implicit localhost)."""
+    (tmp_path / "hosts.yml").write_text("all: [\n")
+    with pytest.raises(cli.InventoryError) as err:
+        cli.load_inventory(str(tmp_path))
+    text = str(err.value)
+    assert text.startswith(f"inventory {tmp_path}: ansible-inventory cannot parse it: [WARNING]: Failed to parse ")
+    assert "YAML parsing failed" in text
+    assert f"[ERROR]: Completely failed to parse inventory source {tmp_path / 'hosts.yml'}" in text
+
+
+def test_an_inventory_without_engine_hosts_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    sglang_router:\n      hosts:\n        r1:\n")
+    with pytest.raises(cli.InventoryError) as err:
+        cli.load_inventory(str(tmp_path))
+    assert str(err.value) == (
+        f"inventory {tmp_path}: no host in sglang_prefill or sglang_decode (groups found: all, sglang_router); "
+        "fix: declare the engine hosts in those groups"
+    )
+
+
+@pytest.mark.parametrize("command", [["capacity"], ["plan", "--want", "1x1k"], ["monitoring", "--out", "x"]])
+def test_a_typo_d_inventory_exits_2_on_every_command(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing that looks like an answer: no report, nothing on stdout, the path on stderr."""
+    rc, out, err = run(capsys, command[0], "-i", str(tmp_path / "prodution"), *command[1:])
+    assert (rc, out) == (2, "")
+    assert err.startswith(f"error: inventory {tmp_path / 'prodution'}: no such file or directory")
+    assert not (tmp_path / "x").exists()
 
 
 # --- model_config_for ----------------------------------------------------------------------------------------------
@@ -484,10 +517,11 @@ PLAN_4K = (
 
 @pytest.mark.parametrize("flag", ["--inventory", "-i"])
 def test_plan_prints_each_shape_then_the_risks(flag: str, capsys: pytest.CaptureFixture[str], inventories: Any) -> None:
-    """README's example: 55 of 100 calls at 200k fit today; each --want is planned in order, risks last."""
+    """The README's example: 55 of 100 calls at 200k fit today; each --want is planned in order, risks last. One shape
+    that does not fit today makes the exit code 1 (answered, does not fit)."""
     inventories({PROD: shipped_inventory("production")})
     rc, out, err = run(capsys, "plan", flag, PROD, "--want", "100x200k", "--want", "10x4k")
-    assert (rc, err) == (0, "")
+    assert (rc, err) == (1, "")
     assert out.startswith(PLAN_200K_HEAD)
     assert out.endswith(f"\n\n{PLAN_4K}\n{RISKS_WITHOUT_TIME}{time_risk(4000)}\n")
 
@@ -636,7 +670,7 @@ def test_check_request_without_router(capsys: pytest.CaptureFixture[str], invent
 @pytest.mark.parametrize(
     ("inventory", "err"),
     [
-        ("no-decode", "error: the inventory has no decode engine\n"),
+        ("no-decode", "error: inventory no-decode: no host in sglang_decode; fix: declare the decode engines\n"),
         (
             "bad-model",
             f"error: sglang_model.name='nope': no {cli.REPO / 'models/nope/config.json'}; fix: add the model's "
@@ -680,7 +714,7 @@ def test_monitoring_writes_rules_tests_and_dashboard(
         "    for: 15s\n"
     )
     assert "summary: 'lab1:prefill: KV pool 90 % full'\n" in rules
-    # the README's predicted prefill pool; 0.9 x 256 running requests (prefill) and 0.9 x 64 (decode), rounded up
+    # docs/capacity.md's predicted prefill pool; 0.9 x 256 running requests (prefill) and 0.9 x 64 (decode), rounded up
     assert (
         "the capacity model predicts a pool of 9,927,680 tokens for sglang_prefill (mem_fraction_static 0.78" in rules
     )
@@ -718,11 +752,11 @@ def test_monitoring_into_an_existing_directory(
     [
         (
             "routers-only",
-            "monitoring: the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor",
+            "error: monitoring: the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor",
         ),
         (
             "bad-policy",
-            "monitoring: sglang_monitoring_kv_usage_warning=2: must be a fraction of the limit in (0, 1]; "
+            "error: monitoring: sglang_monitoring_kv_usage_warning=2: must be a fraction of the limit in (0, 1]; "
             "fix: e.g. 0.9",
         ),
     ],
@@ -757,7 +791,8 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             [],
             [
-                "usage: sglang-envelope [-h] [--no-time] {capacity,plan,monitoring,check-request,bench,calibrate} ...",
+                "usage: sglang-envelope [-h] [--version] [--no-time] [--json] "
+                "{capacity,plan,monitoring,check-request,bench,calibrate} ...",
                 "  --no-time             memory only: leave out the time model (TTFT/ITL predictions)",
                 "    capacity            capacity table and chart of every engine host of an inventory",
                 "    plan                does a workload shape fit the inventory, and what makes it fit",
@@ -771,43 +806,46 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
         (
             ["capacity"],
             [
-                "usage: sglang-envelope capacity [-h] --inventory INVENTORY [--out OUT]",
-                "  --out OUT             directory for capacity.md and the SVG charts",
+                "usage: sglang-envelope capacity [-h] --inventory INVENTORY [--no-time] [--json] [--out OUT]",
+                "  --out OUT             directory for capacity.md and the SVG charts "
+                "(default reports/capacity-<name>/)",
             ],
         ),
         (
             ["plan"],
             [
-                "usage: sglang-envelope plan [-h] --inventory INVENTORY --want CALLSxTOKENS [--ttft-p90 DURATION] "
-                "[--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N] [--from-live [REPORT]]",
+                "usage: sglang-envelope plan [-h] --inventory INVENTORY [--no-time] [--json] --want CALLSxTOKENS "
+                "[--ttft-p90 DURATION] [--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N]",
+                "                            [--from-live [REPORT]]",
                 "  --want CALLSxTOKENS   e.g. 100x200k; repeat for more",
                 "  --from-live [REPORT]  time from the live fleet: the step times the audit measured (an audit report "
                 "folder or its audit.json; default the newest reports/audit-*/ of this inventory's engines)",
+                "                        instead of AIConfigurator's",
             ],
         ),
         (
             ["monitoring"],
             [
-                "usage: sglang-envelope monitoring [-h] --inventory INVENTORY --out OUT",
+                "usage: sglang-envelope monitoring [-h] --inventory INVENTORY [--no-time] [--json] --out OUT",
                 "  --out OUT             directory for the rules, their promtool tests and the dashboard",
             ],
         ),
         (
             ["check-request"],
             [
-                "usage: sglang-envelope check-request [-h] --inventory INVENTORY --input-tokens "
-                "INPUT_TOKENS --max-new-tokens MAX_NEW_TOKENS [--chat]",
-                "  --input-tokens INPUT_TOKENS",
-                "  --max-new-tokens MAX_NEW_TOKENS",
+                "usage: sglang-envelope check-request [-h] --inventory INVENTORY [--no-time] [--json] --input-tokens N "
+                "--max-new-tokens N [--chat]",
+                "  --input-tokens N      prompt tokens (e.g. 600k, 512Ki)",
+                "  --max-new-tokens N    the request's max_new_tokens (e.g. 8k)",
                 "  --chat                a chat request (the template adds tokens)",
             ],
         ),
         (
             ["bench"],
             [
-                "usage: sglang-envelope bench [-h] --inventory INVENTORY [--want CALLSxTOKENS] [--output-tokens N] "
-                "[--concurrency C,C,...] [--prompts N] [--tokenizer PATH] [--url URL] [--out OUT]",
-                "                             [--production-load-ok]",
+                "usage: sglang-envelope bench [-h] --inventory INVENTORY [--no-time] [--json] [--want CALLSxTOKENS] "
+                "[--output-tokens N] [--concurrency C,C,...] [--prompts N] [--tokenizer PATH] [--url URL]",
+                "                             [--out OUT] [--production-load-ok]",
                 "  --want CALLSxTOKENS   shape, as plan --want (e.g. 64x32k); repeatable",
                 "  --production-load-ok  allow a router that is not a lab host: it gets full load",
             ],
@@ -851,11 +889,13 @@ def test_help(
         ),
         (
             ["check-request", "-i", "x", "--input-tokens", "1.5", "--max-new-tokens", "1"],
-            "sglang-envelope check-request: error: argument --input-tokens: invalid int value: '1.5'",
+            "sglang-envelope check-request: error: argument --input-tokens: Invalid integer value: '1.5'. Use a plain "
+            "integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive.",
         ),
         (
             ["check-request", "-i", "x", "--input-tokens", "1", "--max-new-tokens", "x"],
-            "sglang-envelope check-request: error: argument --max-new-tokens: invalid int value: 'x'",
+            "sglang-envelope check-request: error: argument --max-new-tokens: Invalid integer value: 'x'. Use a plain "
+            "integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive.",
         ),
         (["size"], "sglang-envelope: error: argument command: invalid choice: 'size'"),
     ],

@@ -1,4 +1,5 @@
-"""README's production capacity figures are what the capacity command computes for inventories/production."""
+"""The production capacity figures of docs/capacity.md and of the README's quick start are what the capacity command
+computes for inventories/production."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from shipped import shipped_inventory
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_readme_production_table_matches_the_capacity_command() -> None:
-    text = (REPO / "README.md").read_text()
+def test_capacity_doc_production_table_matches_the_capacity_command() -> None:
+    text = (REPO / "docs" / "capacity.md").read_text()
     rows = {
         m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3)), int(m.group(4)), float(m.group(5)))
         for m in re.finditer(
@@ -22,7 +23,7 @@ def test_readme_production_table_matches_the_capacity_command() -> None:
             re.MULTILINE,
         )
     }
-    assert set(rows) == {"decode", "prefill"}, "README's production capacity table is missing or reshaped"
+    assert set(rows) == {"decode", "prefill"}, "docs/capacity.md's production capacity table is missing or reshaped"
     hostvars, groups = shipped_inventory("production")
     for entry in fleet_capacity(hostvars, groups):
         limits = entry["limits"]
@@ -30,3 +31,19 @@ def test_readme_production_table_matches_the_capacity_command() -> None:
         computed = (limits.max_total_num_tokens, limits.max_running_requests, full.fit_in_pool)
         assert rows[entry["role"]][:3] == computed, (entry["role"], computed)
         assert rows[entry["role"]][3] == round(entry["bf16_loss"] * 100, 1)
+
+
+def test_readme_quick_start_decode_figures_match_the_capacity_command() -> None:
+    text = " ".join((REPO / "README.md").read_text().split())
+    match = re.search(
+        r"Production's decode engine: a KV pool of ([\d,]+) tokens, (\d+) running requests, (\d+) calls at the full "
+        r"([\d,]+)-token context",
+        text,
+    )
+    assert match, "the README's quick start no longer states the decode engine's figures"
+    hostvars, groups = shipped_inventory("production")
+    decode = next(e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode")
+    limits = decode["limits"]
+    full = next(r for r in decode["rows"] if r.context_len == limits.context_len)
+    stated = tuple(int(g.replace(",", "")) for g in match.groups())
+    assert stated == (limits.max_total_num_tokens, limits.max_running_requests, full.fit_in_pool, limits.context_len)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,13 +16,23 @@ from typing import Any
 import pytest
 import sglang_envelope_cli.commands as cli
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import PlanError, Shape
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fit, Plan, PlanError, Shape
 from shipped import shipped_inventory
 
 REPO = cli.REPO  # the checkout the CLI names (under make mutation, its copy)
 PROD = "inventories/production"
 
 # --- load_inventory: the command it runs ---------------------------------------------------------------------------
+
+
+def strict() -> dict[str, str]:
+    """ansible-inventory's environment: this one, made strict (a source no plugin parses fails it)."""
+    return {
+        **os.environ,
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
+        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "true",
+    }
+
 
 LISTING = {
     "_meta": {"hostvars": {"h1": {"sglang_gpu_memory_gib": 141}, "h2": {}}},
@@ -40,7 +51,7 @@ class Recorder:
 
     def run(self, cmd: list[str], **kwargs: Any) -> SimpleNamespace:
         self.calls.append((cmd, kwargs))
-        return SimpleNamespace(stdout=self.stdout)
+        return SimpleNamespace(stdout=self.stdout, stderr="", returncode=0)
 
 
 def recorded_load_inventory(
@@ -68,7 +79,7 @@ def test_load_inventory_of_a_directory_runs_the_ansible_inventory_beside_the_int
     assert calls == [
         (
             [str(tmp_path / "bin" / "ansible-inventory"), "-i", str(inv), "--playbook-dir", str(inv), "--list"],
-            {"check": True, "capture_output": True, "text": True, "cwd": REPO},
+            {"capture_output": True, "text": True, "cwd": REPO, "env": strict(), "check": False},
         )
     ]
     assert found == (
@@ -90,14 +101,17 @@ def test_load_inventory_of_a_file_takes_its_folder_and_ansible_inventory_from_pa
     assert calls == [
         (
             ["ansible-inventory", "-i", str(hosts), "--playbook-dir", str(inv), "--list"],
-            {"check": True, "capture_output": True, "text": True, "cwd": REPO},
+            {"capture_output": True, "text": True, "cwd": REPO, "env": strict(), "check": False},
         )
     ]
 
 
 @pytest.mark.parametrize(
     "listing",
-    [{"all": {"hosts": ["h1"]}}, {"_meta": {}, "all": {"hosts": ["h1"]}}],
+    [
+        {"all": {"children": ["sglang_decode"]}, "sglang_decode": {"hosts": ["h1"]}},
+        {"_meta": {}, "all": {"children": ["sglang_decode"]}, "sglang_decode": {"hosts": ["h1"]}},
+    ],
     ids=["no-meta", "meta-without-hostvars"],
 )
 def test_load_inventory_without_hostvars_reads_none(
@@ -105,7 +119,7 @@ def test_load_inventory_without_hostvars_reads_none(
 ) -> None:
     """A listing without _meta, or a _meta without hostvars: no host variables, the groups still read."""
     found, _ = recorded_load_inventory(monkeypatch, tmp_path, tmp_path, listing, with_exe=True)
-    assert found == ({}, {"all": ["h1"]})
+    assert found == ({}, {"all": ["h1"], "sglang_decode": ["h1"]})
 
 
 # --- parse_slo -----------------------------------------------------------------------------------------------------
@@ -194,9 +208,9 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         calls["live"].append((path, reports, engines, shape))
         return LIVE
 
-    def timed(result: Shape, fleet: Any, config: Any, slo: Any, steps: Any, osl: int, rate: Any) -> None:
+    def timed(result: Plan, fleet: Any, config: Any, slo: Any, steps: Any, osl: int, rate: Any) -> None:
         assert rate is None  # no --rate: all the calls at once
-        calls["timed"].append((result, slo, steps, osl))
+        calls["timed"].append((result.shape, slo, steps, osl))
 
     def risk(hostvars: Any, groups: Any, tokens: int, slo: Any, osl: int, steps: Any) -> str:
         calls["risks"].append((tokens, slo, osl, steps))
@@ -205,12 +219,14 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     monkeypatch.setattr(cli, "live_steps", live)
     monkeypatch.setattr(perf, "plan_in_time", timed)
     monkeypatch.setattr(cli, "risk_section", risk)
-    monkeypatch.setattr(cli, "plan", lambda fleet, config, shape: shape)
-    monkeypatch.setattr(cli, "render", lambda result, inventory: f"PLAN {result.calls}x{result.tokens} {inventory}")
+    monkeypatch.setattr(cli, "plan", lambda fleet, config, shape: Plan(shape, FITS, []))
+    render = lambda result, inventory: f"PLAN {result.shape.calls}x{result.shape.tokens} {inventory}"  # noqa: E731
+    monkeypatch.setattr(cli, "render", render)
     return calls
 
 
 SLO = perf.Slo(30_000.0, 50.0, None)
+FITS = Fit(0, 1_000, "a stand-in", 1, 1, 1, 1, None)  # the planner's stand-in: every shape fits today
 
 
 def test_plan_times_each_shape_on_the_default_source_and_judges_risks_at_the_last(

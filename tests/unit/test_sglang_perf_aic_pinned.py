@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_aic
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths, sglang_perf_aic
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import DecodeQuery, PrefillQuery, StepTime
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps, PerfVenvMissing
 
@@ -81,7 +81,7 @@ FULL = {"system": "h200_sxm", "database_mode": "HYBRID"} | REQ
 
 def test_the_defaults_are_the_repositorys_venv_and_cache() -> None:
     steps = AicSteps()
-    repo = sglang_perf_aic.REPO
+    repo = sglang_paths.project_dir()
     assert (steps.venv, steps.cache, steps.timeout_s, steps.calls) == (
         repo / ".cache" / "aiconfigurator-venv",
         repo / ".cache" / "perf",

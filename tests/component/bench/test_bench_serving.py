@@ -71,3 +71,30 @@ def test_bench_against_simulators_and_smg(
         else:
             ttft = next(r for r in level["rows"] if r["figure"] == "TTFT p50")
             assert ttft["ratio"] == pytest.approx(result["median_ttft_ms"] / ttft["predicted"])
+
+
+def test_bench_measures_calls_whose_first_token_outlasts_smg_s_keep_alive(
+    launcher: Launcher, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """smg writes an SSE comment (`: ping`) every --sse-keepalive-secs while a first token is pending (here 1 s, its
+    default 15 s); the runner skips comment lines as SSE clients do, so bench_serving measures those calls instead
+    of failing on them (orjson.JSONDecodeError)."""
+    bport = free_port()
+    slow = {"SGLANG_SIM_TTFT_MS": "3500"}
+    common = ["--context-length", "8192", "--api-key", LAB_KEY]
+    prefill = launcher.sim(
+        [*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], env=slow
+    )
+    decode = launcher.sim([*common, "--disaggregation-mode", "decode"], env=slow)
+    _router, url = launcher.smg(
+        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
+         "--policy", "round_robin", "--api-key", LAB_KEY, "--sse-keepalive-secs", "1"]
+    )  # fmt: skip
+    out = tmp_path / "report"
+    argv = ["bench", "-i", str(REPO / "inventories" / "lab"), "--url", url, "--want", "2x300", "--output-tokens", "50"]
+    rc = main([*argv, "--concurrency", "2", "--out", str(out), "--json"])
+    printed = capfd.readouterr()
+    assert rc == 0, printed.err[-3000:]
+    (level,) = json.loads(printed.out)["bench"]["levels"]
+    assert level["result"]["completed"] == 2, level["result"]["errors"]
+    assert level["result"]["median_ttft_ms"] > 3000

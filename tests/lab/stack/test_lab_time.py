@@ -134,3 +134,16 @@ def test_load_past_the_plan_fires_the_ttft_alert(tmp_path: Path, request: pytest
     firing = _ttft_alerts("firing")
     assert firing, f"SGLangTTFTAboveSLO did not fire within {deadline - started:.0f} s of load past the plan"
     print(f"SGLangTTFTAboveSLO firing {time.monotonic() - started:.0f} s after the load began: {firing[0]['labels']}")
+
+
+def test_make_bench_at_its_defaults_measures_calls_past_the_router_keep_alive(tmp_path: Path) -> None:
+    """`make bench`'s run: the audit's typical call at the default levels (admitted, /4, 1). Its first wave queues
+    calls whose first token comes after smg's keep-alive (`: ping` every 15 s while a first token is pending): every
+    level completes every call, and the slowest first tokens are past 15 s (else this test met no keep-alive)."""
+    found = bench(tmp_path)
+    for level in found["levels"]:
+        result = level["result"]
+        assert result is not None and result["completed"] == level["prompts"], (level["concurrency"], result)
+    slowest = max(level["result"]["p99_ttft_ms"] for level in found["levels"])
+    print(f"slowest first tokens (p99): {slowest / 1000:.1f} s")
+    assert slowest > 15_000, "no first token outlasted smg's 15 s keep-alive: raise the load of this test"

@@ -749,7 +749,7 @@ fleet:
   router: 32 in flight, then 128 queued for up to 60 s, then 429
   per-call context: 65536 tokens; total context (decode KV pools): 1000000 tokens
   decode fleet (1 engines): runs 64 requests at once; 15 at the full context of 65536 tokens
-risks (from the live values): none found
+risks (from the live values): not judged: 1 of 3 hosts unreachable
 summary: 3 servers, 1 ok, 1 drifting (1 items), 1 unreachable, 0 with errors
 legend: * drift, ~ information, - unset, n/a not reported
 """
@@ -794,7 +794,7 @@ MARKDOWN = """\
 
 ## Risks (from the live values)
 
-None found.
+Not judged: 1 of 3 hosts unreachable.
 
 ## gpu|1 decode (sglang 0.5.9, http://10.0.0.1:30001): DRIFT
 
@@ -991,7 +991,7 @@ def test_files_written_word_for_word(tmp_path: Path) -> None:
         "  error: h: host unreachable: no ssh\n"
         "\n"
         "fleet:\n"
-        "risks (from the live values): none found\n"
+        "risks (from the live values): not judged: 1 of 1 hosts unreachable\n"
         "summary: 1 servers, 0 ok, 0 drifting (0 items), 1 unreachable, 0 with errors\n"
         "legend: * drift, ~ information, - unset, n/a not reported\n"
     )
@@ -1000,7 +1000,7 @@ def test_files_written_word_for_word(tmp_path: Path) -> None:
         "1 servers: 0 ok, 0 drifting (0 items), 1 unreachable, 0 with errors.\n\n"
         "## Fleet\n\n\n"
         "## Risks (from the live values)\n\n"
-        "None found.\n\n"
+        "Not judged: 1 of 1 hosts unreachable.\n\n"
         "## h decode (version unknown): UNREACHABLE\n\n"
         "- error: h: host unreachable: no ssh\n\n"
         "Legend: (drift) leaves the declaration, (info) information only, - unset, n/a not reported.\n"

@@ -154,6 +154,7 @@ def test_versions_name_the_client_the_time_model_and_the_commit(
 ) -> None:
     monkeypatch.setattr(bench, "REPO", tmp_path)
     monkeypatch.setattr(bench, "PARSER_VENV", tmp_path / "pv")
+    monkeypatch.setattr(bench, "PERF_VENV", tmp_path / ".cache" / "aiconfigurator-venv")
     dist(tmp_path / "pv", "python3.12", "sglang", "0.5.23")
     dist(tmp_path / ".cache" / "aiconfigurator-venv", "python3.12", "aiconfigurator_core", "0.12.0")
     runs = Runs()
@@ -172,6 +173,7 @@ def test_versions_name_the_client_the_time_model_and_the_commit(
 def test_versions_without_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     monkeypatch.setattr(bench, "REPO", tmp_path)
     monkeypatch.setattr(bench, "PARSER_VENV", tmp_path / "pv")
+    monkeypatch.setattr(bench, "PERF_VENV", tmp_path / ".cache" / "aiconfigurator-venv")
 
     def fail(*_args: Any, **_kwargs: Any) -> None:
         raise error
@@ -232,7 +234,7 @@ def test_every_wave_runs_in_one_runner_process(tmp_path: Path, monkeypatch: pyte
     ((cmd, kwargs),) = runs.calls
     assert cmd == ["/pv/bin/python", RUNNER, "runs", f"{tmp_path}/runs.json"]
     env = kwargs.pop("env")
-    assert kwargs == {"check": False}
+    assert kwargs == {"check": False, "stdout": None}  # the runner's lines to the terminal (not --json)
     assert (env["OPENAI_API_KEY"], "API_KEY" in env, env["BENCH_PINNED_OTHER"]) == ("k3y", False, "kept")
     first = bench.bench_argv(WAVE, "http://10.0.0.1:8000", "/tok", tmp_path / "level-1-c4.jsonl", SEED)
     second = bench.bench_argv(LEVELS[1], "http://10.0.0.1:8000", "/tok", tmp_path / "level-2-c1.jsonl", SEED + 1)
@@ -356,6 +358,7 @@ class Setup:
         self.repo = tmp_path / "repo"
         monkeypatch.setattr(bench, "REPO", self.repo)
         monkeypatch.setattr(bench, "PARSER_VENV", venv(tmp_path / "pv"))
+        monkeypatch.setattr(bench, "PERF_VENV", self.repo / ".cache" / "aiconfigurator-venv")
         tokenizers = tmp_path / "tok"
         (tokenizers / "deepseek-v4-flash-129280").mkdir(parents=True)
         (tokenizers / "deepseek-v4-flash-129280" / "tokenizer.json").write_text("{}")

@@ -398,6 +398,7 @@ def rollout_plan(
 
 
 def risk_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The risk findings (sglang_fleet_risks) as the report's lines: each risk, its figures and its validated fixes."""
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_risks as _risks
 
     return list(_risks.render(findings))

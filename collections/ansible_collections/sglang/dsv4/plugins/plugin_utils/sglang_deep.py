@@ -38,10 +38,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 
 COLLECTION = Path(__file__).resolve().parents[2]
 FILES_DIR = COLLECTION / "roles" / "sglang_validate" / "files"
-CHECKOUT = COLLECTION.parents[3]  # collections/ansible_collections/sglang/dsv4 in the repository
 SGLANG_CHECKER = "sglang_startup_check.py"
 SMG_CHECKER = "smg_startup_check.py"
 ROUTER_EXTRA_ARGS = ("--disable-tokenizer-autoload",)  # roles/sglang_router/defaults: sglang_router_extra_args
@@ -356,7 +356,7 @@ def deep_check(
         warnings = []
     if not sglang_python and not smg_python:
         return {"problems": problems, "warnings": warnings, "stats": {"checked": 0, "cached": 0, "seconds": 0}}
-    models_dir = Path(str(settings.get("models_dir") or CHECKOUT / "models"))
+    models_dir = Path(str(settings.get("models_dir") or sglang_paths.models_dir()))
     lines, _sources = fleet_lines(all_hostvars, groups, models_dir.resolve())
     config_path = Path(model_config_path(models_dir, settings.get("model_name") or ""))
     model_config = config_path.read_bytes() if config_path.is_file() else b""

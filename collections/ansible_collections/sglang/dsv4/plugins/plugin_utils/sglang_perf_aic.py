@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     NVLINK,
     PCIE,
@@ -21,9 +22,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     StepTime,
 )
 
-REPO = Path(__file__).resolve().parents[6]
-VENV = REPO / ".cache" / "aiconfigurator-venv"
-CACHE = REPO / ".cache" / "perf"
+VENV = sglang_paths.perf_venv()  # SGLANG_DSV4_PERF_VENV (sglang_paths.py)
+CACHE = sglang_paths.perf_cache()  # SGLANG_DSV4_PERF_CACHE
 SCRIPT = Path(__file__).with_name("aic_steps.py")
 SYSTEM = "h200_sxm"
 DATABASE_MODE = "HYBRID"

@@ -572,6 +572,13 @@ def _server_extra(server: Server) -> list[str]:
     return lines + capacity_lines(server)
 
 
+def none_found(report: Report) -> str:
+    """What an audit without a risk says: "none found" only when it read every host; else the hosts it could not
+    read leave the fleet not judged."""
+    unread = sum(1 for s in report.servers if s.status == "unreachable")
+    return f"not judged: {unread} of {len(report.servers)} hosts unreachable" if unread else "none found"
+
+
 def render_text(report: Report) -> str:
     out: list[str] = []
     for server in report.servers:
@@ -586,7 +593,7 @@ def render_text(report: Report) -> str:
         out.append("")
     out.append("fleet:")
     out += [f"  {line}" for line in fleet_lines(report.fleet)]
-    out.append(f"risks (from the live values): {len(report.risks) or 'none found'}")
+    out.append(f"risks (from the live values): {len(report.risks) or none_found(report)}")
     out += [f"  {line}" for line in render_risks(report.risks)]
     if report.fronts:
         out.append("front (HAProxy, group sglang_frontend):")
@@ -620,7 +627,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         "",
         "## Risks (from the live values)",
         "",
-        *([f"    {line}" for line in render_risks(report.risks)] or ["None found."]),
+        *([f"    {line}" for line in render_risks(report.risks)] or [none_found(report).capitalize() + "."]),
         "",
         *(["## Front", "", *[f"- {_md(line)}" for line in front_lines(report.fronts)], ""] if report.fronts else []),
     ]

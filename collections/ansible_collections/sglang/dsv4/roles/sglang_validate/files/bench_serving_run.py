@@ -7,6 +7,13 @@
 once); its title is printed first. A run that exits or raises is reported and the next one still runs; the exit
 status is 1 when any failed. Nothing here measures or computes: bench_serving writes its own result file.
 
+Streams are read as an SSE client reads them: a line that starts with a colon is a comment and skipped (the SSE
+spec's rule, which the OpenAI SDK and other clients follow). smg writes such a comment (`: ping`) every
+`sse_keepalive_secs` (15 s) while a call's first token is pending, so that no proxy on the way (a load balancer's
+idle timeout, often 60 s) closes a connection that is silent while a long prompt is prefilled; bench_serving 0.5.23
+parses every line but `data: [DONE]` as JSON and would count every call whose first token takes over 15 s as
+failed. The keep-alive stays: the client is what reads the stream wrongly.
+
 `tokenizer`: a WordLevel tokenizer over VOCAB words `tok<id>` with a whitespace split, as the simulator tokenizes
 (sim/sglang_sim/tokenizer.py: one token per whitespace word; generated token <id> is the word `tok<id>`), so the
 client's retokenized output counts equal the simulator's. Id 0 is the unknown word, so VOCAB stays the vocab size.
@@ -18,6 +25,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +47,27 @@ def make_tokenizer(out: Path, vocab_size: int) -> None:
     fast.save_pretrained(str(out))
 
 
+def skip_sse_comments() -> None:
+    """Response lines that start with `:` (SSE comments) never reach bench_serving's stream loops, which read
+    `response.content` line by line (aiohttp's StreamReader iteration)."""
+    import aiohttp
+
+    lines = aiohttp.StreamReader.__aiter__
+
+    async def without_comments(self: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+        async for line in lines(self):
+            if not line.startswith(b":"):
+                yield line
+
+    aiohttp.StreamReader.__aiter__ = without_comments  # type: ignore[assignment,method-assign]
+
+
 def run_all(runs: list[dict[str, Any]]) -> int:
     # No network where the benchmark runs: the model name bench_serving looks up on the hub fails at once.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     sglang_cpu.install()
+    skip_sse_comments()
     datasets = sglang_cpu._StubFinder()  # `datasets`: imported by bench_serving for the MMMU dataset only
     datasets.roots.add("datasets")
     sys.meta_path.insert(0, datasets)

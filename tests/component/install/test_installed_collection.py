@@ -1,0 +1,97 @@
+"""The collection installed as an operator installs it: `ansible-galaxy collection build`, then `install` into an
+empty directory outside the checkout, and a project directory holding only what an operator writes (an ansible.cfg
+naming that directory, the production inventory, the models' config.json, the playbooks). The render playbook runs
+there with the deep check (SGLang's own startup checks, in the parser venv given as a setting); the CLI answers with
+time figures from AIConfigurator's venv given as a setting; ansible-doc documents every filter of the installed
+collection."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+SOURCE = REPO / "collections" / "ansible_collections" / "sglang" / "dsv4"
+PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"
+PERF_VENV = REPO / ".cache" / "aiconfigurator-venv"
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{cmd}: {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """(project directory, environment): the collection built and installed outside the checkout."""
+    root = tmp_path_factory.mktemp("operator")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "SGLANG_DSV4_"))}
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    built = root / "built"
+    run([str(BIN / "ansible-galaxy"), "collection", "build", str(SOURCE), "--output-path", str(built)], root, env)
+    (tarball,) = built.glob("sglang-dsv4-*.tar.gz")
+    installed = root / "collections"
+    run([str(BIN / "ansible-galaxy"), "collection", "install", str(tarball), "-p", str(installed)], root, env)
+    assert (installed / "ansible_collections" / "sglang" / "dsv4" / "MANIFEST.json").is_file()
+    proj = root / "project"
+    proj.mkdir()
+    for part in ("inventories/production", "models", "playbooks", "group_vars"):
+        if (REPO / part).exists():
+            shutil.copytree(REPO / part, proj / part)
+    (proj / "ansible.cfg").write_text(
+        f"[defaults]\ncollections_path = {installed}\ninventory = inventories/production\n"
+        "interpreter_python = auto_silent\ninject_facts_as_vars = False\n"
+    )
+    env["ANSIBLE_CONFIG"] = str(proj / "ansible.cfg")
+    yield proj, env
+
+
+def test_the_installed_collection_is_used_not_the_checkout(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    listed = run([str(BIN / "ansible-galaxy"), "collection", "list", "sglang.dsv4"], proj, env).stdout
+    assert str(proj.parent / "collections") in listed and str(REPO) not in listed
+
+
+def test_ansible_doc_documents_every_filter(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    listing = run([str(BIN / "ansible-doc"), "-t", "filter", "-l", "sglang.dsv4", "--json"], proj, env).stdout
+    docs = json.loads(listing)
+    assert len(docs) == 50
+    assert [name for name, text in docs.items() if not text or text == "UNDOCUMENTED"] == []
+
+
+@pytest.mark.skipif(not PARSER_PYTHON.exists(), reason="no parser venv (make parser-venv)")
+def test_render_with_the_deep_check_in_the_installed_collection(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    out = proj / "rendered"
+    cmd = [str(BIN / "ansible-playbook"), "-i", "inventories/production", "playbooks/render.yml",
+           "-e", f"sglang_render_dir={out}", "-e", f"sglang_validate_parser_python={PARSER_PYTHON}",
+           "-e", "sglang_validate_deep_check=true"]  # fmt: skip
+    done = run(cmd, proj, env, timeout=900)  # deep check `true`: a skipped deep check would fail the play
+    assert "failed=0" in done.stdout and "is skipped" not in done.stdout
+    rendered = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert any(p.startswith("gpu-node-01/") and p.endswith(".service") for p in rendered), rendered
+
+
+@pytest.mark.skipif(not (PERF_VENV / ".installed").exists(), reason="no estimator venv (make perf-venv)")
+def test_the_cli_answers_with_time_from_settings(project: tuple[Path, dict[str, str]]) -> None:
+    """The CLI, run in the operator's project with SGLANG_DSV4_HOME and the estimator's venv as settings."""
+    proj, env = project
+    env = {**env, "SGLANG_DSV4_HOME": str(proj), "SGLANG_DSV4_PERF_VENV": str(PERF_VENV),
+           "SGLANG_DSV4_PERF_CACHE": str(REPO / ".cache" / "perf")}  # fmt: skip
+    cli = str(BIN / "sglang-envelope")
+    plan = run([cli, "plan", "-i", "inventories/production", "--want", "10x4k", "--json"], proj, env)
+    doc = json.loads(plan.stdout)
+    assert doc["time_from"].startswith("AIConfigurator ")
+    assert doc["plans"][0]["today_times"], doc["plans"][0]
+    run([cli, "capacity", "-i", "inventories/production", "--no-time"], proj, env)
+    assert (proj / "reports" / "capacity-production" / "capacity.md").is_file()
