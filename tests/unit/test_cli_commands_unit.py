@@ -816,7 +816,7 @@ def test_monitoring_files_names_and_first_host_policy() -> None:
             [
                 "usage: sglang-envelope plan [-h] --inventory INVENTORY [--no-time] [--json] --want CALLSxTOKENS "
                 "[--ttft-p90 DURATION] [--itl-p90 DURATION] [--tokens-per-s N] [--output-tokens N]",
-                "                            [--from-live [REPORT]]",
+                "                            [--from-live [REPORT]] [--rate CALLS_PER_S]",
                 "  --want CALLSxTOKENS   e.g. 100x200k; repeat for more",
                 "  --from-live [REPORT]  time from the live fleet: the step times the audit measured (an audit report "
                 "folder or its audit.json; default the newest reports/audit-*/ of this inventory's engines)",
