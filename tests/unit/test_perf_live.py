@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sglang_envelope_cli.commands as cli
+import yaml
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import parse_latency
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_latency import measure
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
@@ -170,3 +171,35 @@ def test_plan_from_live_without_a_measurement_fails_with_the_fix(
     assert "holds no measured latency" in capsys.readouterr().err
     assert cli.main(["--no-time", "plan", "-i", "inventories/lab", "--want", "1x4k", "--from-live"]) == 2
     assert "--from-live asks for time, --no-time leaves it out" in capsys.readouterr().err
+
+
+def test_calibrate_adds_the_audits_live_measurement_to_the_inventory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any
+) -> None:
+    """calibrate --from-live REPORT --write: the audit's figures become a decode step of 10.10 ms at batch 2 and
+    context 1,558 and a prefill pass of 1,542 tokens in 214.5 ms (37,000 tokens over 5.147 s of TTFT, per 1,542);
+    against a stub answering 10 ms a step and 1,000 ms a pass, decode x1.010 and prefill x0.2145, each from its one
+    point; the two points are appended to the inventory's group_vars/all/perf.yml, started since none declares
+    them."""
+    from test_perf_fleet import Stub
+
+    inventory = shipped_inventory("lab")
+    monkeypatch.setattr(cli, "load_inventory", lambda _inventory: inventory)
+    monkeypatch.setattr(cli, "time_steps", Stub)
+    report = write_report(tmp_path / "reports" / "audit-20261203T080000Z", measured())
+    (tmp_path / "inv").mkdir()
+    argv = ["calibrate", "-i", str(tmp_path / "inv"), "--from-live", str(report), "--write", "--json"]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    # a request's prompt is 37,000 / 24 tokens: its pass 5,147.26 / 24 = 214.47 ms, over the stub's 1,000 ms
+    factors = {
+        "prefill": pytest.approx(5.147261219992288 / 24, rel=1e-4),
+        "decode": pytest.approx(STEP_MS / 10, rel=1e-4),
+    }
+    assert out["factors"] == factors  # the JSON document rounds to 6 places
+    written = yaml.safe_load((tmp_path / "inv" / "group_vars" / "all" / "perf.yml").read_text())
+    points = written["sglang_perf_measured"]
+    assert [(p["figure"], p.get("batch"), p.get("context"), p.get("input_tokens")) for p in points] == [
+        ("decode_step", 2, 1558, None),
+        ("prefill_pass", None, None, 1542),
+    ]
