@@ -97,9 +97,9 @@ def calibrate_command(
             fleet.hostvars[host][VARIABLE] = declared + [as_declared(p) for p in new]
     config = model_config_for(hostvars[engines[0]])
     calibrated = perf.fleet_steps(fleet, config, steps) or steps
-    header = perf.time_header(calibrated)
-    OUT.say(header)
-    OUT.put("time_from", header)
+    OUT.say(perf.time_header(calibrated))
+    OUT.put("time_from", perf.time_source(calibrated))
+    OUT.put("calibrated", isinstance(calibrated, CalibratedSteps))
     if not isinstance(calibrated, CalibratedSteps):
         OUT.say(f"no measured point: declare {VARIABLE} (docs/time.md) or pass --from-live after an audit")
         OUT.put("points", [])

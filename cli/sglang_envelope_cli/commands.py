@@ -49,6 +49,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import render_svg
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import Engine, router_admission
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_calibration import CalibratedSteps
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import (
     LiveFiguresMissing,
     live_steps,
@@ -313,9 +314,9 @@ def plan_command(
                 "--no-time, or ask without --ttft-p90/--itl-p90/--tokens-per-s"
             )
         if timed and steps is not None:
-            header = steps_origin(steps)
-            OUT.say(f"{header}\n")
-            OUT.put("time_from", header)
+            OUT.say(f"{steps_origin(steps)}\n")
+            OUT.put("time_from", perf.time_source(steps))
+            OUT.put("calibrated", isinstance(steps, CalibratedSteps))
         fits = True
         for shape in shapes:
             result = plan(fleet, config, shape)

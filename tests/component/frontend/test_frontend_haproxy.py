@@ -180,11 +180,11 @@ def front(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Front]:
                 r.server.server_close()
 
 
-def call(url: str) -> tuple[int, str]:
+def call(url: str, timeout: float = 20.0) -> tuple[int, str]:
     request = urllib.request.Request(url + "/generate", data=b'{"text": "hi"}', method="POST",
                                      headers={"Content-Type": "application/json"})  # fmt: skip
     try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())["router"]
     except OSError as e:  # a refused or reset connection, or an HTTP error from HAProxy
         return getattr(e, "code", 0), type(e).__name__
@@ -265,7 +265,8 @@ def test_a_drain_asked_again_while_the_router_still_drains_waits_for_its_session
     r1 = front.routers["r1"]
     r1.hold = threading.Event()
     with ThreadPoolExecutor(4) as pool:
-        calls = [pool.submit(call, front.url) for _ in range(2)]
+        # the held call waits as long as the module may take to start on a loaded machine (Ansible runs it)
+        calls = [pool.submit(call, front.url, 120.0) for _ in range(2)]
         poll("one open session on r1", lambda: server_stat(str(front.sock), "sglang_routers", "r1").sessions == 1)
         set_state(str(front.sock), "sglang_routers", "r1", "drain")
         again = pool.submit(frontend_server, front.sock, "r1", "drain")

@@ -303,6 +303,11 @@ def test_units_pass_systemd_analyze_verify(rendered: tuple[str, Path], tmp_path:
         scratch = tmp_path / host_dir.name
         shutil.copytree(host_dir, scratch)
         shutil.copytree(system_units, scratch / "usr/lib/systemd/system", symlinks=True)
+        # the host's own interpreter (Debian's python3), which the drift exporter's unit runs
+        interpreter = scratch / "usr/bin/python3"
+        interpreter.parent.mkdir(parents=True, exist_ok=True)
+        interpreter.write_text("#!/bin/sh\n")
+        interpreter.chmod(0o755)
         units = sorted(p.name for p in (scratch / "etc/systemd/system").glob("*.service"))
         run = subprocess.run(
             [analyze, "verify", f"--root={scratch}", *units], capture_output=True, text=True, check=False

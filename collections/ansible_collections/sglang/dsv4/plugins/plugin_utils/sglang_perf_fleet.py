@@ -274,6 +274,12 @@ def workload(calls: int, tokens: int, osl: int = DEFAULT_OUTPUT_TOKENS) -> Workl
     return Workload(isl=tokens - out, osl=out, concurrency=max(1, calls))
 
 
+def time_source(steps: StepSource) -> str:
+    """Where a step source's times come from, in words (the live fleet's figures, or the estimator with its
+    corrections and, where calibrated, the fit)."""
+    return steps.describe() if isinstance(steps, LiveSteps) else source_text(steps)
+
+
 def time_header(steps: StepSource) -> str:
     """One line on top of every time answer: where its step times come from, and whether they are this fleet's
     (calibrated to its measured points) or a generic H200's."""
