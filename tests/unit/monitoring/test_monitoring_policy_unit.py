@@ -166,7 +166,7 @@ def test_the_labs_monitoring_variables_make_its_policy() -> None:
     the policy; the rest keep their defaults."""
     lab = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "monitoring.yml").read_text())
     assert Policy.from_vars(policy_vars(lab)) == Policy(
-        for_short="15s", for_long="30s", rate_window="1m", drift_period_s=15, ttft_p99_slo_s=10
+        for_short="15s", for_long="30s", rate_window="1m", drift_period_s=15, ttft_p99_slo_s=6
     )
 
 
