@@ -145,3 +145,21 @@ def test_a_value_from_the_shared_engine_dict_is_named_there(dsv4: dict[str, Any]
     all_hostvars["h"]["sglang_engine_common"]["context_length"] = 2_000_000
     errors = check_fleet(all_hostvars, groups, dsv4)
     assert any(e.startswith("h: sglang_engine_common.context_length=2000000") for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("declared", "live", "same"),
+    [
+        # SGLang's resolution writes the IB devices back compactly (tests/component/contract/test_deep_check.py KEPT).
+        ('{"0": "mlx5_0", "1": "mlx5_1"}', '{"0":"mlx5_0","1":"mlx5_1"}', True),
+        ("mlx5_0, mlx5_1", "mlx5_0,mlx5_1", True),
+        ("mlx5_0,mlx5_0", "mlx5_0", True),
+        ("mlx5_0", "mlx5_1", False),
+        ('{"0": "mlx5_0"}', '{"1":"mlx5_0"}', False),
+        ("mlx5_0", None, False),
+    ],
+)
+def test_ib_devices_compare_in_sglangs_normal_form(declared: str, live: str | None, same: bool) -> None:
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_drift import same as drift_same
+
+    assert drift_same("disaggregation_ib_device", declared, live) is same

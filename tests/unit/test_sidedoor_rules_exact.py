@@ -387,6 +387,30 @@ SIDEDOOR: list[tuple[str, Fleet, set[str], list[str]]] = [
             f"d: {_C}.host='127.0.0.1': " + LOOPBACK_LISTEN.format(unset="", peer="r (the router)", at="d"),
         ],
     ),
+    # The shared envelope fills sglang_engine_common.host from sglang_listen_host (group_vars/all/envelope.yml):
+    # the refusal names the variable the operator wrote.
+    (
+        "listen-host-loopback-peers-elsewhere",
+        three({**_with(_C, host="127.0.0.1"), "sglang_listen_host": "127.0.0.1"}),
+        {"sidedoor_address.listen_reachable"},
+        [
+            "p: sglang_listen_host='127.0.0.1': "
+            + LOOPBACK_LISTEN.format(unset="", peer="d (a decode engine, at the bootstrap port)", at="p"),
+            "d: sglang_listen_host='127.0.0.1': " + LOOPBACK_LISTEN.format(unset="", peer="r (the router)", at="d"),
+        ],
+    ),
+    (
+        "listen-host-ipv6-wildcard",
+        one(**_with(_C, host="::"), sglang_listen_host="::"),
+        {"sidedoor_address.listen_not_ipv6_wildcard"},
+        [f"h: sglang_listen_host='::': {WILDCARD}"],
+    ),
+    (
+        "listen-host-overridden-by-the-role",
+        one(**_with(_C, host="0.0.0.0"), **_with("sglang_prefill", host="::"), sglang_listen_host="0.0.0.0"),
+        {"sidedoor_address.listen_not_ipv6_wildcard"},
+        [f"h: sglang_prefill.host='::': {WILDCARD}"],
+    ),
     (
         "listen-default-before-a-listen-advertise-mismatch",
         three(_with(_C, host=None), d={_ADV: "10.0.0.21"}),

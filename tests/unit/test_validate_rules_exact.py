@@ -1022,6 +1022,73 @@ BAD: list[tuple[str, dict[str, Any], set[str], list[str]]] = [
     ),
 ]
 
+# A declared key the role replaces (sglang_declared.overridden_keys): the declaration would never run.
+OVERRIDDEN = (
+    "the deployment replaces this declared key with {instead}, so the declared value never runs [{id}]; fix: {fix}"
+)
+_API_KEY_INSTEAD = "sglang_api_key's value (the serve script reads ${SGLANG_API_KEY}, unset without it)"
+_API_KEY_FIX = "remove it and declare the key once as sglang_api_key (in the vault)"
+_MODE_FIX = "remove it; the host's inventory group (sglang_prefill or sglang_decode) sets the mode"
+BAD += [
+    (
+        "decode-declares-prefill-mode",
+        _with(_D, disaggregation_mode="prefill"),
+        {"engine.not_overridden"},
+        [
+            "h: sglang_decode.disaggregation_mode='prefill': "
+            + OVERRIDDEN.format(
+                instead="'decode', the role of the inventory group sglang_decode",
+                id="engine.not_overridden",
+                fix=_MODE_FIX,
+            )
+        ],
+    ),
+    (
+        "decode-declares-no-pd-mode",
+        _with(_D, disaggregation_mode="null"),
+        {"engine.not_overridden"},
+        [
+            "h: sglang_decode.disaggregation_mode='null': "
+            + OVERRIDDEN.format(
+                instead="'decode', the role of the inventory group sglang_decode",
+                id="engine.not_overridden",
+                fix=_MODE_FIX,
+            )
+        ],
+    ),
+    (
+        "shared-mode-decode-reaches-prefill",
+        _with(_C, disaggregation_mode="decode"),
+        {"engine.not_overridden"},
+        [
+            "h: sglang_engine_common.disaggregation_mode='decode': "
+            + OVERRIDDEN.format(
+                instead="'prefill', the role of the inventory group sglang_prefill",
+                id="engine.not_overridden",
+                fix=_MODE_FIX,
+            )
+        ],
+    ),
+    (
+        "engine-api-key-in-the-envelope",
+        _with(_P, api_key="hunter2"),
+        {"engine.not_overridden"},
+        [
+            "h: sglang_prefill.api_key='<redacted>': "
+            + OVERRIDDEN.format(instead=_API_KEY_INSTEAD, id="engine.not_overridden", fix=_API_KEY_FIX)
+        ],
+    ),
+    (
+        "router-api-key-in-the-envelope",
+        _both(_with(_R, api_key="hunter2"), {"sglang_api_key": "vault-key"}),
+        {"router.not_overridden"},
+        [
+            "h: sglang_router.api_key='<redacted>': "
+            + OVERRIDDEN.format(instead=_API_KEY_INSTEAD, id="router.not_overridden", fix=_API_KEY_FIX)
+        ],
+    ),
+]
+
 # (id, overrides): unusual, but at the edge of a rule on its allowed side.
 GOOD: list[tuple[str, dict[str, Any]]] = [
     # Ports below 1024 need a root service user (else the side doors refuse them).
@@ -1086,6 +1153,11 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     # The shortest watchdog above the longest forward step (16384 tokens, timeout.watchdog_fits_longest_step).
     ("watchdog-at-the-longest-step", _with(_C, watchdog_timeout=2.08)),
     ("transfer-backend-nixl", _with(_C, disaggregation_transfer_backend="nixl")),
+    # A declared mode that is the role's own runs as declared.
+    (
+        "modes-as-the-roles-set-them",
+        _both(_with(_P, disaggregation_mode="prefill"), _with(_D, disaggregation_mode="decode")),
+    ),
 ]
 
 

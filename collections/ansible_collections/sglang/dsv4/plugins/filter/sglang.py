@@ -412,6 +412,7 @@ _DEEP_VARS = (
     "sglang_decode",
     "sglang_router",
     "sglang_advertise_host",
+    "sglang_listen_host",
     "ansible_host",
     "sglang_engine_extra_env",
     "sglang_router_extra_args",

@@ -65,12 +65,48 @@ def declared_in(role: str, hostvars: Mapping[str, Any], key: str) -> str:
     return "sglang_engine_common"
 
 
+# The shared envelope's engines bind to `{{ sglang_listen_host | default('0.0.0.0') }}` (group_vars/all/envelope.yml).
+LISTEN_HOST = "sglang_listen_host"
+
+
+def listens_as_declared(hostvars: Mapping[str, Any]) -> bool:
+    """Whether the shared listen address (sglang_engine_common.host) is the one sglang_listen_host declares: it is
+    set and the shared `host` holds its value (Ansible templated it in)."""
+    common = hostvars.get("sglang_engine_common") or {}
+    declared = hostvars.get(LISTEN_HOST)
+    return declared is not None and "host" in common and str(common["host"]) == str(declared)
+
+
+API_KEY_INSTEAD = "sglang_api_key's value (the serve script reads ${SGLANG_API_KEY}, unset without it)"
+
+
+def overridden_keys(role: str, hostvars: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """Declared keys the deployment replaces, so the declaration never runs: (declared variable, value, what runs
+    instead). An engine's disaggregation_mode is its inventory group's (engine_envelope); an api_key in an envelope
+    dict renders as `--api-key ${SGLANG_API_KEY}` (sglang_flags.to_argv), which the roles fill from sglang_api_key
+    only. A secret value is shown redacted."""
+    found: list[tuple[str, Any, str]] = []
+    dicts = ("sglang_router",) if role == "router" else ("sglang_engine_common", f"sglang_{role}")
+    for name in dicts:
+        if "api_key" in (hostvars.get(name) or {}):
+            found.append((f"{name}.api_key", "<redacted>", API_KEY_INSTEAD))
+    if role in ENGINE_ROLES:
+        own, common = hostvars.get(f"sglang_{role}") or {}, hostvars.get("sglang_engine_common") or {}
+        mode = own.get("disaggregation_mode", common.get("disaggregation_mode"))
+        if mode is not None and str(mode) != role:
+            var = f"{declared_in(role, hostvars, 'disaggregation_mode')}.disaggregation_mode"
+            found.append((var, mode, f"{role!r}, the role of the inventory group {GROUPS[role]}"))
+    return found
+
+
 def declared_var(role: str, hostvars: Mapping[str, Any], key: str) -> str:
     """The declared variable behind an engine envelope key, for messages: the dict that declares it, else the
-    variable it is derived from (sglang_model.path for model_path, gpu_ids for base_gpu_id, ...), else the
-    role's dict (where an unset key would be declared)."""
+    variable it is derived from (sglang_model.path for model_path, gpu_ids for base_gpu_id, sglang_listen_host for
+    the shared host it fills, ...), else the role's dict (where an unset key would be declared)."""
     own = hostvars.get(f"sglang_{role}") or {}
     common = hostvars.get("sglang_engine_common") or {}
+    if key == "host" and "host" not in own and listens_as_declared(hostvars):
+        return LISTEN_HOST
     if key in own or key in common:
         return f"{declared_in(role, hostvars, key)}.{key}"
     derived = {

@@ -24,7 +24,7 @@ from .sglang_capacity import CapacityError, bf16_index_loss, clamp_running_reque
 from .sglang_engine_live import IGNORED, EngineLive
 from .sglang_flags import REDACTED
 from .sglang_hostfs import meta_differs
-from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, truthy
+from .sglang_schema import BY_NAME, DEPLOY_KEYS, keys_for, limit_keys, normal_form, truthy
 from .smg_live import router_effective
 
 # The four layers of a value, in the order the audit reads and reports them.
@@ -129,7 +129,7 @@ def same(key: str, a: Any, b: Any) -> bool:
     if a is not None and b is not None and IGNORED in (a, b):
         return a == b
     try:
-        return spec.type.same(a, b)
+        return spec.type.same(normal_form(key, a), normal_form(key, b))
     except (TypeError, ValueError):
         return False
 

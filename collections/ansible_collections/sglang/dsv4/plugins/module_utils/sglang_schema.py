@@ -6,6 +6,7 @@ The same keys describe all four layers: declared, on disk, running and effective
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -188,6 +189,36 @@ class _StrList(Kind):
 
     def _equal(self, a: Any, b: Any) -> bool:
         return [str(x) for x in a] == [str(x) for x in b]
+
+
+def ib_devices(value: Any) -> Any:
+    """An IB device setting in SGLang 0.5.23's normal form (arg_groups/validation_hook.py validate_ib_devices, after
+    mooncake_transfer_engine.parse_ib_device_config): each comma list stripped and deduplicated in order, a per-GPU
+    JSON map written compactly with its GPU ids as ints. A value it would refuse, or a JSON file's path, as is."""
+    text = str(value).strip()
+
+    def group(devices: Any) -> str:
+        return ",".join(dict.fromkeys(d.strip() for d in str(devices).split(",") if d.strip()))
+
+    if not text.startswith("{"):
+        return text if text.endswith(".json") else group(text)
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        return value
+    if not isinstance(mapping, dict) or not all(str(k).isdigit() and isinstance(v, str) for k, v in mapping.items()):
+        return value
+    return json.dumps({str(int(k)): group(v) for k, v in mapping.items()}, separators=(",", ":"))
+
+
+# Keys whose consumer rewrites a value into an equivalent form: both sides are compared in that form.
+NORMAL_FORMS = {"disaggregation_ib_device": ib_devices}
+
+
+def normal_form(key: str, value: Any) -> Any:
+    """`value` of envelope key `key` as its consumer writes it back (NORMAL_FORMS); other keys and None as is."""
+    form = NORMAL_FORMS.get(key)
+    return form(value) if form and value is not None else value
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (Kind(), _Int(), _Size(), _Float(), _Bool(), _IntList(), _StrList())}

@@ -37,7 +37,12 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     workers,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_argv, to_environ
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import (
+    ENGINE_ROLES,
+    EnvelopeError,
+    keys_for,
+    normal_form,
+)
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 
 COLLECTION = Path(__file__).resolve().parents[2]
@@ -291,7 +296,7 @@ def resolution_problems(line: Line, result: Mapping[str, Any]) -> list[str]:
         # "auto" asks SGLang to choose: what it chose is reported as such, not as a contradiction.
         if dest not in resolved or dest in UNCOMPARED or declared in (None, SECRET_SET, "auto"):
             continue
-        if _same(declared, resolved[dest]):
+        if _same(normal_form(dest, declared), normal_form(dest, resolved[dest])):
             continue
         out.append(
             f"{line.host}: {var}={declared!r} is not what the {line.role} engine would run: {SGLANG}'s own resolution "

@@ -16,10 +16,19 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import
     resolve_engine,
     weights_bytes_per_gpu,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import declared_in, declared_var
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import declared_var
 
 from .sglang_host_rules import FACTS
-from .sglang_rules import NO_VALUE, Finding, Rule, choice_findings, in_range, port_findings, split_fix
+from .sglang_rules import (
+    NO_VALUE,
+    Finding,
+    Rule,
+    choice_findings,
+    in_range,
+    overridden_findings,
+    port_findings,
+    split_fix,
+)
 
 # arg_groups/serving_hook.py: the fp4 indexer needs an SM100, SM120 or gfx95 GPU.
 FP4_INDEXER_REFUSAL = "--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support."
@@ -72,7 +81,7 @@ class EngineContext:
     model_config: Mapping[str, Any]
 
     def var(self, key: str) -> str:
-        return f"{self.host}: {declared_in(self.role, self.hostvars, key)}.{key}"
+        return f"{self.host}: {declared_var(self.role, self.hostvars, key)}"
 
     def get(self, key: str) -> Any:
         return self.env.get(key)
@@ -171,6 +180,10 @@ def _chunked_prefill_size_valid(c: EngineContext) -> Iterator[Finding]:
             "must be a positive chunk size, or -1 to disable chunked prefill",
             "declare e.g. 8192",
         )
+
+
+def _not_overridden(c: EngineContext) -> Iterator[Finding]:
+    yield from overridden_findings(c.host, c.role, c.hostvars)
 
 
 def _watchdog_timeout_positive(c: EngineContext) -> Iterator[Finding]:
@@ -446,6 +459,15 @@ def _context_within_kv_pool(c: EngineContext) -> Iterator[Finding]:
 
 _BS = ("cuda_graph_bs_{p}", "cuda_graph_max_bs_{p}")
 ENGINE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "engine.not_overridden",
+        DECLARED,
+        ("disaggregation_mode", "api_key"),
+        "a declared key the deployment replaces never runs: disaggregation_mode is the inventory group's role, an "
+        "api_key renders as ${SGLANG_API_KEY}, which the role fills from sglang_api_key",
+        "remove the key (declare the API key as sglang_api_key; the inventory group sets the mode)",
+        _not_overridden,
+    ),
     Rule(
         "engine.choice",
         DECLARED,

@@ -128,7 +128,7 @@ def _gpus_free(c: ServerContext) -> Iterator[Finding]:
     for gpu in c.gpus:
         if int(gpu) in claimed:
             yield Finding(
-                f"{c.host}: sglang_{c.role}.gpu_ids",
+                f"{c.host}: {c._var('gpu_ids')}",
                 c.env["gpu_ids"],
                 f"GPU {gpu} is already used by {claimed[int(gpu)]}",
                 "give each engine its own GPUs",

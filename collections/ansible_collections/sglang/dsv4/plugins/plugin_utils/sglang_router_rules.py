@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .sglang_rules import Finding, Rule, choice_findings, in_range, port_findings
+from .sglang_rules import Finding, Rule, choice_findings, in_range, overridden_findings, port_findings
 
 # Request body bytes per token, estimated high so one full-context request always fits the router's
 # max_payload_size: token ids as JSON ints take at most 8 bytes (6 digits for a 129,280-entry vocabulary, a
@@ -54,6 +54,10 @@ class RouterContext:
 
     def get(self, key: str) -> Any:
         return self.env.get(key)
+
+
+def _not_overridden(c: RouterContext) -> Iterator[Finding]:
+    yield from overridden_findings(c.host, "router", {"sglang_router": c.env})
 
 
 def _declared(c: RouterContext) -> Iterator[Finding]:
@@ -175,6 +179,15 @@ ROUTER_RULES: tuple[Rule, ...] = (
         "a router host declares a router envelope (port, policy, admission limits)",
         "declare sglang_router as in group_vars/all/envelope.yml",
         _declared,
+    ),
+    Rule(
+        "router.not_overridden",
+        CHECKED,
+        ("api_key",),
+        "a declared key the deployment replaces never runs: an api_key renders as ${SGLANG_API_KEY}, which the role "
+        "fills from sglang_api_key",
+        "remove it and declare the API key as sglang_api_key",
+        _not_overridden,
     ),
     Rule(
         "router.choice",

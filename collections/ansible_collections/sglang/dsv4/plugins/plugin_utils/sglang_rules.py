@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import choice_problem
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import overridden_keys
 
 PORT_RANGE = (1, 65535)
 NO_VALUE: Any = object()  # a finding about a whole envelope, not one value: `{var}: {rule} [{id}]; fix: {fix}`
@@ -97,3 +98,18 @@ def choice_findings(role: str, env: Mapping[str, Any], var: Any) -> Iterator[Fin
         problem = choice_problem(role, name, value) if isinstance(value, str) else None
         if problem:
             yield Finding(var(name), value, *split_fix(problem))
+
+
+OVERRIDDEN_RULE = "the deployment replaces this declared key with {instead}, so the declared value never runs"
+OVERRIDDEN_FIX = {
+    "api_key": "remove it and declare the key once as sglang_api_key (in the vault)",
+    "disaggregation_mode": "remove it; the host's inventory group (sglang_prefill or sglang_decode) sets the mode",
+}
+
+
+def overridden_findings(host: str, role: str, hostvars: Mapping[str, Any]) -> Iterator[Finding]:
+    """Declared keys the role replaces (sglang_declared.overridden_keys), engine or router."""
+    for var, value, instead in overridden_keys(role, hostvars):
+        yield Finding(
+            f"{host}: {var}", value, OVERRIDDEN_RULE.format(instead=instead), OVERRIDDEN_FIX[var.split(".")[-1]]
+        )
