@@ -270,7 +270,9 @@ def test_a_drain_asked_again_while_the_router_still_drains_waits_for_its_session
         poll("one open session on r1", lambda: server_stat(str(front.sock), "sglang_routers", "r1").sessions == 1)
         set_state(str(front.sock), "sglang_routers", "r1", "drain")
         again = pool.submit(frontend_server, front.sock, "r1", "drain")
-        time.sleep(2.0)
+        # long enough for Ansible to start the module and read r1's state on a loaded machine (2 s was not: the
+        # module then started after the request ended and read no session)
+        time.sleep(15.0)
         assert not again.done(), "the second drain returned while r1 still had its request open"
         r1.hold.set()
         drained = again.result(timeout=60)
