@@ -495,10 +495,6 @@ def audit_predictions(
 # ---------------------------------------------------------------- the planner in time
 
 
-def _option_tokens(option: Option, shape: Shape) -> int:
-    return option.tokens(shape)
-
-
 DEDICATED_PREFILL_TP = 8
 
 
@@ -598,7 +594,7 @@ def plan_in_time(
     options = result.options + result.shorter
     cases = [(shape_of(fleet, model_config, shape.tokens), plan_workload(shape.calls, shape.tokens, osl, rate_per_s))]
     for option in options:
-        tokens = _option_tokens(option, shape)
+        tokens = option.tokens(shape)
         cases.append(
             (
                 shape_of(option.changed_fleet(), model_config, tokens),
@@ -700,7 +696,7 @@ def _fewest(ask: _Ask, base: Option | None, base_shape: FleetShape, work: Worklo
         if option.refused:
             refused = refused or f"{option.title}: {option.refused[0]}"
             continue
-        tokens = _option_tokens(option, result.shape)
+        tokens = option.tokens(result.shape)
         shape_ = shape_of(option.changed_fleet(), model_config, tokens)
         final_work = plan_workload(result.shape.calls, tokens, ask.osl, ask.rate_per_s)
         try:
