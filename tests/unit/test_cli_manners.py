@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -178,18 +179,20 @@ def test_every_option_has_help_text() -> None:
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
-    """`sglang-envelope ... | head -1`: no BrokenPipeError traceback, the exit code a shell gives a closed pipe."""
+    """`sglang-envelope ... | head -1`: no BrokenPipeError traceback, the exit code a shell gives a closed pipe.
+
+    The reader is gone before the first line: closing it after one line races the whole answer into the pipe's
+    buffer, and a finished write never sees the closed pipe."""
     cmd = [sys.executable, "-m", "sglang_envelope_cli", "capacity", "-i", str(REPO / PROD), "--no-time"]
-    with subprocess.Popen(
-        [*cmd, "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
-    ) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-        first = proc.stdout.readline()
-        proc.stdout.close()
-        err = proc.stderr.read()
-        rc = proc.wait()
-    assert first == b"## gpu-node-01 prefill\n"
-    assert (rc, err) == (141, b"")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [*cmd, "--out", str(tmp_path)], stdout=write_end, stderr=subprocess.PIPE, cwd=REPO, check=False
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, b"")
 
 
 def test_exit_codes_are_documented() -> None:
