@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils import smg_live
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import local_url
 from probes.verdicts import admission_problems, describe, rejection_problems
 from verify_expect import ENGINE_ROLES, HostPlan, probes_off
 from verify_remote import run_probe
 from verify_session import plan_of, snapshot_of
 from verify_time import predicted
+
+IDLE_WAIT_S = 120  # the probes wait this long at most for calls of earlier traffic to leave the router
 
 
 def _engines_live(runner: Any, plan: HostPlan) -> dict[str, list[dict[str, Any]]]:
@@ -46,6 +49,7 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
             f"engines report no context length, max_req_input_len or KV pool: {contexts}, {inputs}, {pools}",
             pytrace=False,
         )
+    metrics = router.listeners[1]  # (address, port) of smg's metrics listener (sglang_layout.LISTENER_KEYS)
     limits, _ = smg_live.router_effective({k: v for k, v in router.envelope.items() if v is not None})
     longest = min(int(i) for i in inputs) - 1  # SGLang accepts an input shorter than max_req_input_len
     hold = float(s["sglang_verify_probe_hold_secs"])
@@ -55,6 +59,8 @@ def probe_config(runner: Any, plan: HostPlan) -> dict[str, Any]:
     config: dict[str, Any] = {
         "router": router.base_url,
         "api_key_file": router.env_file,
+        "metrics_url": local_url("" if metrics[0] == "*" else metrics[0], metrics[1]),
+        "idle_wait_s": IDLE_WAIT_S,
         "token_id": int(s["sglang_verify_probe_token_id"]),
         "deadline_s": float(s["sglang_verify_probe_deadline_secs"]) + first_token_s,
         "request_timeout_s": 30 + first_token_s,

@@ -118,7 +118,7 @@ def take_snapshot(host: Any, plan: HostPlan) -> dict[str, Any]:
 
 
 def run_probe(host: Any, plan: HostPlan, config: dict[str, Any]) -> dict[str, Any]:
-    limit = int(config["deadline_s"]) + 15
+    limit = int(config["deadline_s"]) + int(config.get("idle_wait_s", 0)) + 15
     python = plan.settings["sglang_verify_python"]
     out = run_program(host, program_archive(PROBE), ".pyz", [json.dumps(config)], python, limit)
     if out.rc not in (0, 1):

@@ -11,16 +11,19 @@ other router only with --production-load-ok.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from html import escape
@@ -560,8 +563,42 @@ def run_levels(
         env["OPENAI_API_KEY"] = api_key  # bench_serving sends it as "Authorization: Bearer <key>"
     sys.stdout.flush()
     # With --json, stdout carries the document only: the runner's lines go to stderr.
-    subprocess.run(cmd, env=env, check=False, stdout=2 if OUT.json else None)
+    with load_ends_with_this_process(), subprocess.Popen(cmd, env=env, stdout=2 if OUT.json else None) as runner:
+        try:
+            runner.wait()
+        finally:
+            stop(runner)
     return [last_result(f) for f in files]
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def load_ends_with_this_process() -> Iterator[None]:
+    """SIGTERM (a `timeout`, a test's teardown, systemd) ends this command through its `finally` blocks, so the
+    runner it started stops sending too: left alone, the runner would go on loading the router after we are gone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop(runner: subprocess.Popen[bytes]) -> None:
+    """The runner ended: terminated if it still runs, killed if it does not stop within 10 s."""
+    if runner.poll() is not None:
+        return
+    runner.terminate()
+    try:
+        runner.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        runner.kill()
+        runner.wait()
 
 
 def report(

@@ -8,7 +8,9 @@ Usage: python3 envelope_probe.py '<JSON config>'   (built by verify/test_verify_
 Every request is `POST <router>/generate` with a prompt given as token ids (`input_ids`, which SGLang honours
 as they are, so lengths are exact without a tokenizer) and `sampling_params` {max_new_tokens, temperature 0,
 ignore_eos true}. The API key, if any, is read from the router's environment file on this host and is never
-printed. Probes (each optional):
+printed. Before any of them, the probe waits
+(at most `idle_wait_s`) until the router's metrics page shows no call running or queued in its admission window.
+Probes (each optional):
 
 - context: one request of context_len + 1 tokens (expect 400 and SGLang's message), one of the longest
   accepted length (expect 200).
@@ -34,6 +36,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import sample_sum
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file
 
 ERROR_BODY_CHARS = 600
@@ -53,17 +56,45 @@ class Client:
     def connect(self, timeout: float) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def get_json(self, path: str, timeout: float) -> Any:
+    def get_text(self, path: str, timeout: float) -> str | None:
         conn = self.connect(timeout)
         try:
             conn.request("GET", path, headers=self.headers)
             resp = conn.getresponse()
             body = resp.read()
-            return json.loads(body) if resp.status == 200 else None
+            return body.decode() if resp.status == 200 else None
         except (OSError, ValueError, http.client.HTTPException):
             return None
         finally:
             conn.close()
+
+    def get_json(self, path: str, timeout: float) -> Any:
+        text = self.get_text(path, timeout)
+        try:
+            return None if text is None else json.loads(text)
+        except ValueError:
+            return None
+
+
+ADMISSION = ("smg_admission_inflight", "smg_admission_queue_depth")  # smg's running and queued calls
+
+
+def admission_held(metrics: Client) -> float | None:
+    """Calls the router holds in its admission window (running and queued), from its metrics page; None when the
+    page does not answer."""
+    page = metrics.get_text("/metrics", 5.0)
+    return None if page is None else sample_sum(page, ADMISSION)
+
+
+def wait_until_idle(metrics: Client, bound_s: float) -> dict[str, Any]:
+    """Waits until the router holds no call, at most `bound_s`: the fill counts on an empty admission window."""
+    started = time.monotonic()
+    while True:
+        held = admission_held(metrics)
+        waited = round(time.monotonic() - started, 1)
+        if held is None or held == 0 or waited >= bound_s:
+            return {"held": held, "waited_s": waited}
+        time.sleep(1.0)
 
 
 def generate_body(
@@ -390,10 +421,20 @@ def main() -> int:
     except (IndexError, KeyError, ValueError) as exc:
         print(json.dumps({"error": f"bad config: {exc}"}))
         return 1
+    out: dict[str, Any] = {}
+    if cfg.get("metrics_url"):
+        # The probes count on an idle router (its admission window whole): other calls still in it must end first.
+        out["before"] = idle = wait_until_idle(Client(cfg["metrics_url"], None), float(cfg.get("idle_wait_s", 60)))
+        if idle["held"]:
+            out["error"] = (
+                f"the router still held {idle['held']:.0f} calls (running or queued) after {idle['waited_s']} s: "
+                "other traffic shares its admission window, which the probes fill; run verify on an idle stack"
+            )
+            print(json.dumps(out))
+            return 0
     begin = time.monotonic()
     deadline = begin + float(cfg.get("deadline_s", 45))
     token_id = int(cfg.get("token_id", 100))
-    out: dict[str, Any] = {}
     request_timeout = float(cfg.get("request_timeout_s", 30))
     if cfg.get("context"):
         out["context"] = probe_context(client, cfg["context"], token_id, request_timeout)

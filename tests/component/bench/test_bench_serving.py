@@ -8,10 +8,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
+import time
 import xml.dom.minidom
 from pathlib import Path
 
+import httpx
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live import sample_sum
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from sglang_envelope_cli import bench
 from sglang_envelope_cli.commands import main
@@ -98,3 +103,42 @@ def test_bench_measures_calls_whose_first_token_outlasts_smg_s_keep_alive(
     (level,) = json.loads(printed.out)["bench"]["levels"]
     assert level["result"]["completed"] == 2, level["result"]["errors"]
     assert level["result"]["median_ttft_ms"] > 3000
+
+
+def _admission(metrics: str) -> float:
+    """Calls smg holds in its admission window (running and queued), from its metrics page."""
+    return sample_sum(httpx.get(metrics, timeout=5).text, ("smg_admission_inflight", "smg_admission_queue_depth"))
+
+
+def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path) -> None:
+    """SIGTERM to `sglang-envelope bench` (a `timeout`, a test's teardown) ends the load it sends: the runner it
+    started does not go on filling the router's admission window after the command is gone."""
+    bport = free_port()
+    slow = {"SGLANG_SIM_TTFT_MS": "200", "SGLANG_SIM_TOKENS_PER_SEC": "10"}
+    common = ["--context-length", "8192", "--api-key", LAB_KEY]
+    prefill = launcher.sim(
+        [*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], env=slow
+    )
+    decode = launcher.sim([*common, "--disaggregation-mode", "decode"], env=slow)
+    router, url = launcher.smg(
+        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
+         "--policy", "round_robin", "--api-key", LAB_KEY]
+    )  # fmt: skip
+    metrics = f"http://127.0.0.1:{router.argv[router.argv.index('--prometheus-port') + 1]}/metrics"
+    argv = ["bench", "-i", str(REPO / "inventories" / "lab"), "--url", url, "--want", "40x300", "--no-time"]
+    argv += ["--output-tokens", "200", "--concurrency", "4", "--prompts", "40", "--out", str(tmp_path / "report")]
+    cli = [sys.executable, "-m", "sglang_envelope_cli", *argv]
+    with subprocess.Popen(cli, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        deadline = time.monotonic() + 120
+        while _admission(metrics) < 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None and _admission(metrics) >= 1, "the bench sent no call within 120 s"
+        proc.terminate()
+        rc = proc.wait(timeout=30)
+    assert rc == 143, rc
+    deadline = time.monotonic() + 10
+    while _admission(metrics) > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    held = _admission(metrics)
+    time.sleep(2)  # a runner left behind would send its next call by now
+    assert (held, _admission(metrics)) == (0, 0), "calls still reach the router after the bench was terminated"

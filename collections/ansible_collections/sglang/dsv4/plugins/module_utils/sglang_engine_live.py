@@ -107,6 +107,16 @@ def _sum_or_none(items: list[dict[str, Any]], key: str) -> int | None:
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
+def sample_sum(text: str, names: tuple[str, ...]) -> float:
+    """The sum of every sample of the metrics `names` on a Prometheus text page, over all their label sets."""
+    total = 0.0
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group(1) in names:
+            total += float(match.group(3))
+    return total
+
+
 def parse_metrics(text: str) -> dict[str, float]:
     """The gauges the audit uses from a Prometheus text page; counts are summed over ranks, capacities not."""
     sums: dict[str, float] = {}
