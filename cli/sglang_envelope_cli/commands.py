@@ -66,7 +66,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import de
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import render as render_risks
 
 from . import bench, calibrate
-from .output import ANSWERED, BAD_INPUT, CLOSED_PIPE, DOES_NOT_FIT, OUT, progress, version
+from .output import ANSWERED, BAD_INPUT, CLOSED_PIPE, DOES_NOT_FIT, INTERRUPTED, OUT, progress, version
 
 REPO = sglang_paths.project_dir()  # SGLANG_DSV4_HOME: reports/ (sglang_paths.py)
 MODELS = sglang_paths.models_dir()  # SGLANG_DSV4_MODELS_DIR
@@ -515,6 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return CLOSED_PIPE
+    except KeyboardInterrupt:
+        return INTERRUPTED  # Ctrl-C: the shell's code for SIGINT, without a traceback
     finally:
         _TIME["on"] = True  # --no-time holds for this command only
         OUT.start("", False)

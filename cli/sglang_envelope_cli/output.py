@@ -18,6 +18,7 @@ ANSWERED = 0  # answered, and it fits (or there was nothing to judge)
 DOES_NOT_FIT = 1  # answered, and it does not fit, is refused, or a measurement failed
 BAD_INPUT = 2  # bad input or a missing prerequisite: no answer
 CLOSED_PIPE = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports such a program
+INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT (SIGTERM ends a running bench with 143, 128 + SIGTERM)
 
 # The --json document: {"schema": SCHEMA, "command", "exit_code", "error", ...the command's own keys}. A key
 # renamed or removed, or a meaning changed, raises the number; added keys do not.

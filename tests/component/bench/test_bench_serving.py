@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -110,9 +111,11 @@ def _admission(metrics: str) -> float:
     return sample_sum(httpx.get(metrics, timeout=5).text, ("smg_admission_inflight", "smg_admission_queue_depth"))
 
 
-def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path) -> None:
-    """SIGTERM to `sglang-envelope bench` (a `timeout`, a test's teardown) ends the load it sends: the runner it
-    started does not go on filling the router's admission window after the command is gone."""
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path, signum: int, code: int) -> None:
+    """SIGTERM (a `timeout`, a test's teardown) or SIGINT to `sglang-envelope bench` alone ends the load it sends,
+    with the shell's code for the signal: the runner it started does not go on filling the router's admission window
+    after the command is gone."""
     bport = free_port()
     slow = {"SGLANG_SIM_TTFT_MS": "200", "SGLANG_SIM_TOKENS_PER_SEC": "10"}
     common = ["--context-length", "8192", "--api-key", LAB_KEY]
@@ -133,9 +136,11 @@ def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path) -
         while _admission(metrics) < 1 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert proc.poll() is None and _admission(metrics) >= 1, "the bench sent no call within 120 s"
-        proc.terminate()
+        proc.send_signal(signum)
         rc = proc.wait(timeout=30)
-    assert rc == 143, rc
+        err = proc.stderr.read() if proc.stderr else ""
+    assert rc == code, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
     deadline = time.monotonic() + 10
     while _admission(metrics) > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
