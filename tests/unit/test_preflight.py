@@ -17,8 +17,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight impor
     PROBE,
     engine_imports,
     judge,
+    passed_before,
     release_check_argv,
     release_problems,
+    remember_pass,
     systemd_run_argv,
     transfer_needs,
 )
@@ -302,3 +304,61 @@ def test_a_unit_systemd_cannot_set_up_is_a_problem(monkeypatch: pytest.MonkeyPat
         "Check the account, WorkingDirectory and the unit overrides declared for it."
     ]
     assert len(names) == len(statuses)
+
+
+# ---------------------------------------------------------------- a verdict not asked again
+
+
+def _passing_server(tmp_path: Path, **changes: Any) -> dict[str, Any]:
+    env_file = tmp_path / "dsv4-decode.env"
+    server = {"role": "decode", "unit": "sglang-dsv4-decode", "service": {"User": "sglang"},
+              "environment": "SGLANG_API_KEY=k\n", "env_file": str(env_file), "listeners": [["127.0.0.1", 30001]],
+              "paths": [], "path_vars": [], "python": "/opt/sglang/current/bin/python", "imports": {},
+              "gpu_ids": [4, 5, 6, 7], "sglang_argv": ["--port", "30001"]}  # fmt: skip
+    return {**server, **changes}
+
+
+@pytest.fixture
+def passed(tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """A server whose environment file is written and whose inputs passed, and the directory of the passes."""
+    server = _passing_server(tmp_path)
+    Path(server["env_file"]).write_text(server["environment"])
+    passed_dir = str(tmp_path / "passed")
+    remember_pass(server, passed_dir)
+    return server, passed_dir
+
+
+def test_the_same_inputs_on_a_running_unit_are_not_checked_again(passed: tuple[dict[str, Any], str]) -> None:
+    server, passed_dir = passed
+    assert passed_before(server, lambda unit: unit == "sglang-dsv4-decode", passed_dir)
+    stamp = Path(passed_dir) / "sglang-dsv4-decode.sha256"
+    assert stamp.stat().st_mode & 0o777 == 0o600 and Path(passed_dir).stat().st_mode & 0o777 == 0o700
+    assert "SGLANG_API_KEY" not in stamp.read_text()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"listeners": [["127.0.0.1", 30002]]}, {"python": "/opt/sglang/releases/new/bin/python"},
+     {"environment": "SGLANG_API_KEY=other\n"}, {"gpu_ids": [0, 1, 2, 3]}, {"service": {"User": "root"}}],
+    ids=["listener", "release", "environment", "gpus", "sandbox"],
+)  # fmt: skip
+def test_changed_inputs_are_checked_again(passed: tuple[dict[str, Any], str], change: dict[str, Any]) -> None:
+    server, passed_dir = passed
+    assert not passed_before({**server, **change}, lambda _unit: True, passed_dir)
+
+
+def test_a_stopped_unit_or_an_environment_not_yet_written_is_checked_again(
+    passed: tuple[dict[str, Any], str],
+) -> None:
+    server, passed_dir = passed
+    assert not passed_before(server, lambda _unit: False, passed_dir)
+    Path(server["env_file"]).write_text("SGLANG_API_KEY=old\n")  # the deploy has not written it yet
+    assert not passed_before(server, lambda _unit: True, passed_dir)
+    Path(server["env_file"]).unlink()
+    assert not passed_before(server, lambda _unit: True, passed_dir)
+
+
+def test_nothing_passed_since_the_boot_is_checked(tmp_path: Path) -> None:
+    server = _passing_server(tmp_path)
+    Path(server["env_file"]).write_text(server["environment"])
+    assert not passed_before(server, lambda _unit: True, str(tmp_path / "empty"))

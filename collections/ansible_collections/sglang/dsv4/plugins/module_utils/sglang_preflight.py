@@ -10,8 +10,10 @@ The problems name the declared variable; `judge` turns the probe's answer into t
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -236,3 +238,37 @@ def release_problems(python: str, answer: Mapping[str, str], imports: Mapping[st
         message = f"module {name} does not import in the new release's Python {python} ({result}); {why}.{library}"
         problems.append(f"{message} {fix}".rstrip())
     return problems
+
+
+# Passed preflights, one file per unit holding the digest of the inputs that passed. Under /run: a boot forgets them.
+PASSED_DIR = "/run/sglang-preflight"
+
+
+def inputs_digest(server: Mapping[str, Any]) -> str:
+    """sha256 of everything the check of one server reads from the deploy (its module options)."""
+    return hashlib.sha256(json.dumps(server, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def passed_before(server: Mapping[str, Any], active: Callable[[str], bool], passed_dir: str = PASSED_DIR) -> bool:
+    """The server's check would repeat a verdict: its unit runs, with the environment file about to be written
+    already on disk, and these very inputs passed the preflight since the host booted. Nothing of it restarts, so
+    nothing is checked again."""
+    env_file = str(server.get("env_file") or "")
+    try:
+        with open(os.path.join(passed_dir, f"{server['unit']}.sha256"), encoding="ascii") as stamp:
+            passed = stamp.read().strip()
+        with open(env_file, encoding="utf-8") as written:
+            same_environment = written.read() == server["environment"]
+    except OSError:
+        return False
+    return passed == inputs_digest(server) and same_environment and active(str(server["unit"]))
+
+
+def remember_pass(server: Mapping[str, Any], passed_dir: str = PASSED_DIR) -> None:
+    """Records that these inputs passed (root only: the digest covers the environment, the API key included)."""
+    os.makedirs(passed_dir, mode=0o700, exist_ok=True)
+    path = os.path.join(passed_dir, f"{server['unit']}.sha256")
+    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as stamp:
+        stamp.write(inputs_digest(server) + "\n")
+    os.replace(path + ".new", path)

@@ -50,6 +50,13 @@ options:
         description: The content of the environment file the deploy will write (may hold the API key).
         type: str
         required: true
+      env_file:
+        description:
+          - The path of the environment file the server's unit reads. A server whose unit runs with
+            O(servers[].environment) already in that file, and whose very inputs passed the preflight since the host
+            booted (a digest under C(/run/sglang-preflight)), is not checked again (C(passed_before) in RV(servers)).
+        type: str
+        default: ""
       listeners:
         description: "C([address, port]) of every socket the server will listen on; C(*) for a wildcard address."
         type: list
@@ -118,7 +125,8 @@ EXAMPLES = r"""
 RETURN = r"""
 servers:
   description: Per server, what the probe found for each listener (C(bound), C(EADDRINUSE) with C(held_by) where the
-    same unit holds it, C(EACCES), ...) and how long its transient unit took.
+    same unit holds it, C(EACCES), ...) and how long its transient unit took; C(passed_before) where it was not
+    checked again (O(servers[].env_file)).
   returned: always
   type: list
   elements: dict
@@ -139,7 +147,13 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge, probe_argv, systemd_run_argv
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
+    judge,
+    passed_before,
+    probe_argv,
+    remember_pass,
+    systemd_run_argv,
+)
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sockets import holders
 
 # Exit statuses of a process systemd could not set up (systemd.exec(5)): the unit itself would fail the same way.
@@ -158,6 +172,7 @@ SERVER_OPTIONS = {
     "unit": {"type": "str", "required": True},
     "service": {"type": "dict", "required": True},
     "environment": {"type": "str", "required": True, "no_log": True},
+    "env_file": {"type": "str", "default": ""},
     "listeners": {"type": "list", "elements": "list", "required": True},
     "paths": {"type": "list", "elements": "str", "default": []},
     "path_vars": {"type": "list", "elements": "str", "default": []},
@@ -233,6 +248,10 @@ def check(
     )
 
 
+def unit_active(unit: str) -> bool:
+    return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -249,10 +268,16 @@ def main() -> None:
     notes: list[str] = []
     servers = []
     for p in module.params["servers"]:
+        if passed_before(p, unit_active):
+            notes.append(f"{p['unit']}: runs with these very inputs, which passed its preflight: not checked again")
+            servers.append({"unit": p["unit"], "passed_before": True, "seconds": 0.0})
+            continue
         found, noted, result = check(p, module.params["timeout"], module.params["startup_check"])
         problems += found
         notes += noted
         servers.append(result)
+        if not found and not module.check_mode:
+            remember_pass(p)
     if problems:
         module.fail_json(msg=" ".join(problems), problems=problems, notes=notes, servers=servers)
     module.exit_json(changed=False, notes=notes, servers=servers)
