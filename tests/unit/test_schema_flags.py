@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import SGLANG
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import (
     REDACTED,
     from_argv,
@@ -15,7 +16,12 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import (
     to_argv,
     to_environ,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError, normalize, parse_size
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import (
+    KEYS,
+    EnvelopeError,
+    normalize,
+    parse_size,
+)
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
 
 DECODE = {
@@ -84,8 +90,24 @@ def test_unknown_and_removed_keys_are_errors_naming_the_variable_and_fix() -> No
         r"cuda_graph_max_bs_decode",
     ):
         normalize("decode", {"cuda_graph_max_bs": 64}, "sglang_decode")
+    with pytest.raises(EnvelopeError) as deprecated:
+        normalize("decode", {"enable_dp_attention": True}, "sglang_decode")
+    assert str(deprecated.value) == (
+        "sglang_decode.enable_dp_attention is a flag SGLang 0.5.23 deprecated for --attn-dp-size, which the envelope "
+        "does not declare (its engines run attention tensor-parallel over tp_size); fix: remove "
+        "sglang_decode.enable_dp_attention"
+    )
     with pytest.raises(EnvelopeError, match=r"sglang_decode\.tp_size='four' is not a valid int; fix"):
         normalize("decode", {"tp_size": "four"}, "sglang_decode")
+
+
+def test_the_deprecated_dp_attention_flag_message_holds_for_sglang_and_the_schema() -> None:
+    """What the enable_dp_attention refusal says, against SGLang's own table (test_flag_tables proves it is SGLang's
+    parser): the flag is a deprecated store-true action, --attn-dp-size its replacement, and no role's envelope
+    declares attn_dp_size."""
+    assert SGLANG["enable_dp_attention"].action == "DeprecatedStoreTrueAction"
+    assert SGLANG["attn_dp_size"].options[0] == "--attn-dp-size"
+    assert all(key.name != "attn_dp_size" for key in KEYS)
 
 
 def _fleet(**decode: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:

@@ -3,8 +3,10 @@ host (fleet.ports_free over every listener), through check_fleet: each bad inven
 for word; each unusual valid one yields none.
 
 The base is the shared envelope of test_validate_rules_exact on host `h` (prefill, decode, router), with a HAProxy
-front on host `f` (sglang_frontend) where a case adds one. The longest call is the capacity model's per-call context,
-524288 tokens, at PREFILL_TOKENS_PER_S = 7900: 66.37 s."""
+front on host `f` (sglang_frontend) where a case adds one. The unit tests run without the time model (conftest), so
+the table's longest call is the fallback: the capacity model's per-call context, 524288 tokens, at
+PREFILL_TOKENS_PER_S = 7900: 66.37 s. The time model's longest call is pinned below on a stub step source, and the
+fallback once more with the estimator's real availability check saying no."""
 
 from __future__ import annotations
 
@@ -13,20 +15,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_aic import AicSteps
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_stack_rules import (
     PREFILL_TOKENS_PER_S,
     haproxy_seconds,
     longest_call_s,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
+from test_perf_fleet import Stub
 from test_validate_rules_exact import _C, _D, _P, _R, BASE, DSV4, GROUPS, _hostvars, _with, rule_ids
+
+# the real default_steps, before the unit tests' autouse fixture replaces it with "no step source"
+REAL_DEFAULT_STEPS = sglang_perf_fleet.default_steps
 
 FRONT = {**GROUPS, "sglang_frontend": ["f"]}
 MESH = {**GROUPS, "sglang_router": ["h", "r2"]}
 HALF = _with(_R, max_concurrent_requests=32)  # two routers share the decode fleet's 64
 TWO_HOSTS = {"sglang_prefill": ["h"], "sglang_decode": ["h"], "sglang_router": ["r"], "sglang_frontend": ["f"]}
 FIX_PORTS = "fix: give each server on a host its own ports"
-LONGEST = "a 524288-token prompt takes 66 s to prefill at 7900 tokens/s, so the call is cut off"
+LONGEST = (
+    "a 524288-token prompt takes 66 s to prefill at 7900 tokens/s (the time model is not available, time: not "
+    "predicted (make perf-venv); the capacity model's longest prompt at the stated rate instead), so the call is cut "
+    "off"
+)
 
 
 def _fleet(overrides: dict[str, Any], groups: dict[str, list[str]], **hosts: dict[str, Any]) -> dict[str, Any]:
@@ -355,3 +367,116 @@ def test_haproxy_times() -> None:
 def test_the_base_passes_with_a_front_on_its_own_host() -> None:
     assert check_fleet(_fleet({}, FRONT), FRONT, DSV4) == []
     assert BASE[_R]["request_timeout_secs"] >= longest_call_s(524288)
+
+
+# The time model on a stub step source (test_perf_fleet.Stub: every prefill chunk 1,000 ms, every decode step 10 ms,
+# no band of its own, so the published ones: TTFT +51 %, ITL +31 %) and the KV transfer declared free (backend fake).
+# The longest call the envelope admits: 524286 served tokens, 523286 in (64 chunks of 8192) + 1000 out, alone.
+# TTFT 64 x 1,000 ms = 64 s, at the band's high end 64 x 1.51 = 96.64 s; the output 999 steps of 10 ms x 1.31 =
+# 13.09 s; the whole call 109.73 s. Thresholds: request_timeout_secs and the front's timeout server >= 110, the decode
+# engine's waiting timeout >= 97.
+MODEL = (
+    "predicted for one call of 524286 tokens at the band's high end, uncalibrated (no sglang_perf_measured "
+    "declared): Stub"
+)
+FREE_TRANSFER = _with(_C, disaggregation_transfer_backend="fake")
+TIMED: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], list[str]]] = [
+    (
+        "router-timeout-below-the-predicted-call",
+        {**FREE_TRANSFER, **_with(_R, request_timeout_secs=109)},
+        GROUPS,
+        {},
+        [
+            "h: sglang_router.request_timeout_secs=109: smg's per-request timeout (109 s) is shorter than the longest "
+            f"call the envelope admits: the whole call takes 110 s, {MODEL}, so the call is cut off "
+            "[timeout.router_request_fits_longest_call]; fix: raise it to >= 110"
+        ],
+    ),
+    (
+        "front-timeout-below-the-predicted-call",
+        FREE_TRANSFER,
+        FRONT,
+        {"f": {"sglang_frontend_timeout_silent": "109s"}},
+        [
+            "f: sglang_frontend_timeout_silent='109s': HAProxy's timeout server (no answer yet) (109 s) is shorter "
+            f"than the longest call the envelope admits: the whole call takes 110 s, {MODEL}, so the call is cut off "
+            "[timeout.front_server_fits_longest_call]; fix: raise it to >= 110s"
+        ],
+    ),
+    (
+        "decode-waits-less-than-the-predicted-first-token",
+        {**FREE_TRANSFER, "sglang_engine_extra_env": {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "96"}},
+        GROUPS,
+        {},
+        [
+            "h: sglang_engine_extra_env.SGLANG_DISAGGREGATION_WAITING_TIMEOUT='96': the decode engine's wait for the "
+            "KV of a prompt (SGLang's default 300 when unset) (96 s) is shorter than the longest call the envelope "
+            f"admits: the prompt's prefill and KV transfer take 97 s, {MODEL}, so the call is cut off "
+            "[timeout.decode_waiting_fits_longest_call]; fix: set "
+            "sglang_engine_extra_env.SGLANG_DISAGGREGATION_WAITING_TIMEOUT to >= 97"
+        ],
+    ),
+]
+TIMED_GOOD: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any]]] = [
+    ("router-timeout-at-the-predicted-call", {**FREE_TRANSFER, **_with(_R, request_timeout_secs=110)}, GROUPS, {}),
+    ("front-timeout-at-the-predicted-call", FREE_TRANSFER, FRONT, {"f": {"sglang_frontend_timeout_silent": "110s"}}),
+    (
+        "decode-waits-the-predicted-first-token",
+        {**FREE_TRANSFER, "sglang_engine_extra_env": {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "97"}},
+        GROUPS,
+        {},
+    ),
+]
+
+
+@pytest.fixture
+def stub_time_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sglang_perf_fleet, "default_steps", Stub)
+
+
+@pytest.mark.usefixtures("stub_time_model")
+@pytest.mark.parametrize(("overrides", "groups", "hosts", "expected"), [c[1:] for c in TIMED],
+                         ids=[c[0] for c in TIMED])  # fmt: skip
+def test_a_timeout_below_the_predicted_longest_call_is_refused(
+    overrides: dict[str, Any], groups: dict[str, list[str]], hosts: dict[str, Any], expected: list[str]
+) -> None:
+    assert check_fleet(_fleet(overrides, groups, **hosts), groups, DSV4) == expected
+
+
+@pytest.mark.usefixtures("stub_time_model")
+@pytest.mark.parametrize(("overrides", "groups", "hosts"), [c[1:] for c in TIMED_GOOD], ids=[c[0] for c in TIMED_GOOD])
+def test_a_timeout_at_the_predicted_longest_call_passes(
+    overrides: dict[str, Any], groups: dict[str, list[str]], hosts: dict[str, Any]
+) -> None:
+    assert check_fleet(_fleet(overrides, groups, **hosts), groups, DSV4) == []
+
+
+def test_the_time_model_is_asked_once_per_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three timeout rules read the longest call; the step source answers one round of queries for them."""
+    rounds: list[int] = []
+
+    class Counting(Stub):
+        def prefill(self, queries: Any) -> Any:
+            rounds.append(len(queries))
+            return super().prefill(queries)
+
+    monkeypatch.setattr(sglang_perf_fleet, "default_steps", Counting)
+    overrides = {**FREE_TRANSFER, **_with(_R, request_timeout_secs=60)}
+    hosts = {"f": {"sglang_frontend_timeout_silent": "60s"}}
+    problems = check_fleet(_fleet(overrides, FRONT, **hosts), FRONT, DSV4)
+    assert rule_ids(problems) == {"timeout.router_request_fits_longest_call", "timeout.front_server_fits_longest_call"}
+    assert len(rounds) == 1
+
+
+def test_without_the_estimator_the_rule_says_so_and_falls_back_to_the_stated_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real default_steps, its venv's availability check (AicSteps.ready) saying no: the message says the time
+    model is not available and the threshold is the longest prompt at PREFILL_TOKENS_PER_S."""
+    monkeypatch.setattr(sglang_perf_fleet, "default_steps", REAL_DEFAULT_STEPS)
+    monkeypatch.setattr(AicSteps, "ready", lambda self: False)
+    problems = check_fleet(_fleet(_with(_R, request_timeout_secs=60), GROUPS), GROUPS, DSV4)
+    assert problems == [
+        "h: sglang_router.request_timeout_secs=60: smg's per-request timeout (60 s) is shorter than the longest call "
+        f"the envelope admits: {LONGEST} [timeout.router_request_fits_longest_call]; fix: raise it to >= 67"
+    ]

@@ -273,7 +273,15 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
         _with(_P, nsa_prefill_backend="flashmla_sparse"),
         [f"{_P}.nsa_prefill_backend", "dsa_prefill_backend"],
     ),
-    ("removed-enable-dp-attention", _with(_D, enable_dp_attention=True), [f"{_D}.enable_dp_attention", "attn_dp_size"]),
+    (
+        "removed-enable-dp-attention",
+        _with(_D, enable_dp_attention=True),
+        [
+            f"{_D}.enable_dp_attention is a flag SGLang 0.5.23 deprecated for --attn-dp-size, which the envelope "
+            "does not declare (its engines run attention tensor-parallel over tp_size); fix: remove "
+            f"{_D}.enable_dp_attention"
+        ],
+    ),
     ("key-typo-context", _with(_C, context_lenght=131072), [f"{_C}.context_lenght", "did you mean context_length"]),
     (
         "key-typo-running",
@@ -444,6 +452,19 @@ def test_bad_envelope_is_refused(case: str, overrides: dict[str, Any], fragments
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from the problems:\n{message}"
     assert "fix:" in message, message
+
+
+def test_the_fix_of_a_deprecated_flag_passes(tmp_path: Path) -> None:
+    """The fix the refusal of enable_dp_attention names, applied as written, gives an envelope the validation and
+    SGLang's and smg's own checks (the deep check) pass."""
+    overrides, _ = BAD_BY_ID["removed-enable-dp-attention"]
+    problems = validate(_inventory("refused", overrides, tmp_path), "false")
+    assert len(problems) == 1, problems
+    fix = problems[0].split("; fix: ")[1]
+    assert fix == f"remove {_D}.enable_dp_attention"
+    variable, key = fix.removeprefix("remove ").split(".")
+    fixed = {variable: {k: v for k, v in overrides[variable].items() if k != key}}
+    assert validate(_inventory("fixed", fixed, tmp_path), "auto") == []
 
 
 @pytest.fixture(scope="module")

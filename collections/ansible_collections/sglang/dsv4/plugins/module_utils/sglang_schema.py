@@ -332,15 +332,27 @@ BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 # Declared-only keys: they shape the deployment but are not engine flags themselves.
 DEPLOY_KEYS = {"gpu_ids": "intlist", "enabled": "bool"}
 
-# Flags SGLang 0.5.23 removed: the replacement an operator should use.
-REMOVED_FLAGS = {
-    "cuda_graph_max_bs": "cuda_graph_max_bs_decode (and cuda_graph_max_bs_prefill)",
-    "cuda_graph_bs": "cuda_graph_bs_decode (and cuda_graph_bs_prefill)",
-    "nsa_prefill_backend": "dsa_prefill_backend",
-    "nsa_decode_backend": "dsa_decode_backend",
-    "disable_cuda_graph": "cuda_graph_backend_decode/prefill: disabled",
-    "enable_dp_attention": "attn_dp_size",
+# Flags SGLang 0.5.23 removed or deprecated: what became of each, and the fix an operator should apply.
+_REMOVED = "removed"
+REMOVED_FLAGS: dict[str, tuple[str, str]] = {
+    "cuda_graph_max_bs": (_REMOVED, "use cuda_graph_max_bs_decode (and cuda_graph_max_bs_prefill)"),
+    "cuda_graph_bs": (_REMOVED, "use cuda_graph_bs_decode (and cuda_graph_bs_prefill)"),
+    "nsa_prefill_backend": (_REMOVED, "use dsa_prefill_backend"),
+    "nsa_decode_backend": (_REMOVED, "use dsa_decode_backend"),
+    "disable_cuda_graph": (_REMOVED, "use cuda_graph_backend_decode/prefill: disabled"),
+    # SGLang's replacement, --attn-dp-size, is not an envelope key: the engines run attention tensor-parallel.
+    "enable_dp_attention": (
+        "deprecated for --attn-dp-size, which the envelope does not declare (its engines run attention "
+        "tensor-parallel over tp_size)",
+        "remove {where}.enable_dp_attention",
+    ),
 }
+
+
+def _removed_flag_error(name: str, where: str) -> str:
+    """The refusal of a flag SGLang 0.5.23 removed or deprecated: the declared variable, what SGLang did, the fix."""
+    what, fix = REMOVED_FLAGS[name]
+    return f"{where}.{name} is a flag SGLang 0.5.23 {what}; fix: {fix.format(where=where)}"
 
 
 class EnvelopeError(ValueError):
@@ -411,7 +423,7 @@ def normalize(role: str, envelope: dict[str, Any], where: str) -> dict[str, Any]
     out: dict[str, Any] = {}
     for name, value in envelope.items():
         if name in REMOVED_FLAGS:
-            raise EnvelopeError(f"{where}.{name} is a flag SGLang 0.5.23 removed; fix: use {REMOVED_FLAGS[name]}")
+            raise EnvelopeError(_removed_flag_error(name, where))
         if name in DEPLOY_KEYS:
             out[name] = coerce(Key(name, (role,), kind=DEPLOY_KEYS[name]), value, where)
             continue

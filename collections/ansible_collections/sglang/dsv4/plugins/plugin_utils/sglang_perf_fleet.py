@@ -832,6 +832,57 @@ def e2e_p90_ms(pred: Prediction, work: Workload) -> float:
     return pred.ttft_p90.ms + (work.osl - 1) * pred.itl_p90.ms
 
 
+def call_high_s(pred: Prediction, work: Workload) -> float:
+    """A call's whole time at the band's high end, in seconds: its TTFT p90 and its output at ITL p90, each at the
+    high end of its band (what a timeout that holds the whole call must allow)."""
+    return (pred.ttft_p90.high + (work.osl - 1) * pred.itl_p90.high) / 1000
+
+
+@dataclass(frozen=True)
+class LongestCallTime:
+    """The longest call the envelope admits (one call of the served per-call context on an idle fleet), at the band's
+    high end of the time model: the whole call, and its first token (the prompt's prefill and its KV transfer)."""
+
+    tokens: int
+    call_s: float
+    ttft_s: float
+    source: str  # whose step times, in words: calibrated to this fleet or a generic H200's, the simulator's speed
+
+
+def longest_call_time(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    model_config: Mapping[str, Any],
+    steps: StepSource | None = None,
+) -> LongestCallTime:
+    """The time model's LongestCallTime of a declared fleet (steps None: AIConfigurator when installed, calibrated
+    to the fleet's sglang_perf_measured; on simulated engines at their speed factor, at_speed). Raises
+    TimeUnavailable, with the reason, without a step source or for a fleet the model cannot shape."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    try:
+        tokens = fleet_answer(fleet, model_config, None).memory.served_tokens
+        shape = shape_of(fleet, model_config, tokens)
+        factor = sim_speed_factor(hostvars, groups)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TimeUnavailable(f"time: not predicted ({str(exc).splitlines()[0][:200]})") from exc
+    source = fleet_steps(fleet, model_config, steps if steps is not None else default_steps())
+    if source is None:
+        raise TimeUnavailable(NOT_PREDICTED)
+    work = workload(1, tokens)
+    (pred,) = predict_shapes([(shape, work)], source)
+    pred = at_speed(pred, factor)
+    if isinstance(source, LiveSteps):
+        whose = "from the live fleet's measured rates"
+    elif isinstance(source, CalibratedSteps):
+        generic = [stage for stage in ("prefill", "decode") if not source.calibration.stage_points(stage)]
+        whose = "calibrated to this fleet" + (f" (its {generic[0]} steps a generic H200's)" if generic else "")
+    else:
+        whose = f"uncalibrated (no {VARIABLE} declared): {source_text(source).split(';')[0]}"  # less its corrections
+    if factor and factor != 1:
+        whose += f", divided by {factor:g}, the simulator's {SIM_SPEED_FACTOR}"
+    return LongestCallTime(tokens, call_high_s(pred, work), pred.ttft_p90.high / 1000, whose)
+
+
 def _beyond_timeouts(
     fleet: Fleet, model_config: Mapping[str, Any], shape: FleetShape, work: Workload, pred: Prediction, tokens: int
 ) -> list[dict[str, Any]]:
@@ -851,7 +902,7 @@ def _beyond_timeouts(
     e2e = e2e_p90_ms(pred, work)
     if e2e <= timeout_s * 1000:
         return []
-    needed = math.ceil(pred.ttft_p90.high / 1000 + (work.osl - 1) * pred.itl_p90.high / 1000)
+    needed = math.ceil(call_high_s(pred, work))
     fixes = [
         change(
             fleet,

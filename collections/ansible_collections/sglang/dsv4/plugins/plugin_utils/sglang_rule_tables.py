@@ -41,8 +41,11 @@ SCOPES = {
     "(sglang_stack_rules, over the whole inventory).",
     "needs": "What one component needs of another: the front of the routers, the monitoring of the engines "
     "(sglang_stack_rules).",
-    "timeout": "Each timeout on a request's path against the longest call the envelope admits: the capacity model's "
-    "per-call context at sglang_stack_rules.PREFILL_TOKENS_PER_S (longest_call_s; runs when units and needs pass).",
+    "timeout": "Each timeout on a request's path against the longest call the envelope admits: one call of the "
+    "served per-call context, predicted by the time model at the band's high end and calibrated to the fleet "
+    "(sglang_perf_fleet.longest_call_time, once per fleet); where the time model is not installed, the message says "
+    "so and the capacity model's per-call context at sglang_stack_rules.PREFILL_TOKENS_PER_S stands in "
+    "(sglang_stack_rules.call_need; runs when units and needs pass).",
 }
 
 

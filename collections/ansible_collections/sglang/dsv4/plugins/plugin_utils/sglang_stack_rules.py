@@ -2,15 +2,19 @@
 setting (scope `units`), what one component needs of another (`needs`) and the timeouts on a request's path against
 the longest call the envelope admits (`timeout`).
 
-The longest call is timed without the time model: the capacity model's longest prompt (its per-call context, the
-`context_len` check_router gets) at PREFILL_TOKENS_PER_S (longest_call_s)."""
+The longest call is timed by the time model at the band's high end (sglang_perf_fleet.longest_call_time: one call
+of the served per-call context, calibrated to the fleet's sglang_perf_measured), once per fleet (call_need). Where
+the model is not installed or cannot time the fleet, the rules say so and fall back to the capacity model's longest
+prompt (its per-call context, the `context_len` check_router gets) at PREFILL_TOKENS_PER_S (longest_call_s)."""
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
@@ -52,6 +56,55 @@ def longest_call_s(tokens: int) -> float:
     return tokens / PREFILL_TOKENS_PER_S
 
 
+@dataclass(frozen=True)
+class CallNeed:
+    """What a timeout on a request's path must allow, in seconds: the longest call the envelope admits, whole
+    (`call_s`) and up to its first token (`ttft_s`: the prompt's prefill and its KV transfer), and whence."""
+
+    call_s: float
+    ttft_s: float
+    tokens: int
+    source: str  # predicted: whose step times; else why the time model was not used
+    predicted: bool
+
+    def text(self, seconds: float, what: str) -> str:
+        """`what` (a subject and its verb) takes `seconds`, with the figure's source and band."""
+        if self.predicted:
+            return (
+                f"{what} {seconds:,.0f} s, predicted for one call of {self.tokens} tokens at the band's high end, "
+                f"{self.source}"
+            )
+        return (
+            f"a {self.tokens}-token prompt takes {seconds:,.0f} s to prefill at {PREFILL_TOKENS_PER_S} tokens/s (the "
+            f"time model is not available, {self.source}; the capacity model's longest prompt at the stated rate "
+            "instead)"
+        )
+
+
+def call_need(
+    hostvars: Mapping[str, Mapping[str, Any]],
+    groups: Mapping[str, Sequence[str]],
+    model_config: Mapping[str, Any] | None,
+    context_len: int,
+) -> CallNeed:
+    """The time model's longest call at the band's high end (sglang_perf_fleet.longest_call_time); where the model
+    is not installed or cannot time this fleet, the capacity model's longest prompt (`context_len`) at
+    PREFILL_TOKENS_PER_S, saying why."""
+    # The time model imports the planner, which imports the validation: imported here, when a rule asks.
+    from .sglang_perf_fleet import TimeUnavailable, longest_call_time
+
+    try:
+        if model_config is None:
+            raise TimeUnavailable("time: not predicted (no model config)")
+        found = longest_call_time(
+            {h: dict(v) for h, v in hostvars.items()}, {g: list(m) for g, m in groups.items()}, model_config
+        )
+    except TimeUnavailable as exc:
+        prefill = longest_call_s(context_len)
+        return CallNeed(prefill, prefill, context_len, str(exc), predicted=False)
+    return CallNeed(found.call_s, found.ttft_s, found.tokens, found.source, predicted=True)
+
+
 def haproxy_seconds(value: Any) -> float | None:
     """A HAProxy time in seconds (`30s`, `1h`, `2000ms`; a bare number is milliseconds, HAProxy's configuration
     manual, section 2.5 "Time format"), or None when it is not one."""
@@ -86,6 +139,14 @@ class StackContext:
     groups: Mapping[str, Sequence[str]]
     servers: Sequence[Server]
     context_len: int | None
+    model_config: Mapping[str, Any] | None = None
+
+    @cached_property
+    def need(self) -> CallNeed | None:
+        """The longest call's time (call_need), once per fleet; None: the fleet is not sized."""
+        if not self.context_len:
+            return None
+        return call_need(self.hostvars, self.groups, self.model_config, self.context_len)
 
     @property
     def fronts(self) -> list[str]:
@@ -216,54 +277,51 @@ def _metrics_for_monitoring(c: StackContext) -> Iterator[Finding]:
             )
 
 
-def _need(c: StackContext) -> float | None:
-    return longest_call_s(c.context_len) if c.context_len else None
-
-
-def _short(var: str, value: Any, seconds: float, need: float, c: StackContext, what: str, fix: str) -> Finding:
+def _short(var: str, value: Any, seconds: float, need: float, what: str, predicted: str, fix: str) -> Finding:
     return Finding(
         var,
         value,
-        f"{what} ({seconds:g} s) is shorter than the longest call the envelope admits: a {c.context_len}-token prompt "
-        f"takes {need:.0f} s to prefill at {PREFILL_TOKENS_PER_S} tokens/s, so the call is cut off",
-        fix.format(need=int(need) + 1),
+        f"{what} ({seconds:g} s) is shorter than the longest call the envelope admits: {predicted}, so the call is "
+        "cut off",
+        fix.format(need=math.ceil(need)),
     )
 
 
 def _router_timeout(c: StackContext) -> Iterator[Finding]:
-    need = _need(c)
+    need = c.need
     for s in c.engines("router"):
         value = s.env.get("request_timeout_secs")
         seconds = _number(value if value is not None else default_of("router", "request_timeout_secs"))
-        if need and seconds is not None and 0 < seconds < need:
+        if need and seconds is not None and 0 < seconds < need.call_s:
             yield _short(
-                c.var(s, "request_timeout_secs"), value, seconds, need, c, "smg's per-request timeout",
-                "raise it to >= {need}",
+                c.var(s, "request_timeout_secs"), value, seconds, need.call_s, "smg's per-request timeout",
+                need.text(need.call_s, "the whole call takes"), "raise it to >= {need}",
             )  # fmt: skip
 
 
 def _front_timeout(c: StackContext) -> Iterator[Finding]:
-    need = _need(c)
+    need = c.need
     for host in c.fronts:
         value = c.hostvars.get(host, {}).get(FRONT_SILENT)
         seconds = haproxy_seconds(value) if value is not None else None
-        if need and seconds is not None and seconds < need:
+        if need and seconds is not None and seconds < need.call_s:
             yield _short(
-                f"{host}: {FRONT_SILENT}", value, seconds, need, c, "HAProxy's timeout server (no answer yet)",
-                "raise it to >= {need}s",
+                f"{host}: {FRONT_SILENT}", value, seconds, need.call_s, "HAProxy's timeout server (no answer yet)",
+                need.text(need.call_s, "the whole call takes"), "raise it to >= {need}s",
             )  # fmt: skip
 
 
 def _waiting_timeout(c: StackContext) -> Iterator[Finding]:
-    need = _need(c)
+    need = c.need
     for s in c.engines("decode"):
         value = c.extra_env(s).get(WAITING_TIMEOUT)
         seconds = _number(value if value is not None else _ENV_DEFAULTS[WAITING_TIMEOUT])
-        if need and seconds is not None and 0 < seconds < need:  # <= 0: sidedoor_env.pd_timeouts_positive
+        if need and seconds is not None and 0 < seconds < need.ttft_s:  # <= 0: sidedoor_env.pd_timeouts_positive
             var = f"{s.host}: sglang_engine_extra_env.{WAITING_TIMEOUT}"
             yield _short(
-                var, value, seconds, need, c,
+                var, value, seconds, need.ttft_s,
                 "the decode engine's wait for the KV of a prompt (SGLang's default 300 when unset)",
+                need.text(need.ttft_s, "the prompt's prefill and KV transfer take"),
                 f"set sglang_engine_extra_env.{WAITING_TIMEOUT} to >= {{need}}",
             )  # fmt: skip
 
@@ -345,8 +403,10 @@ STACK_RULES: tuple[Rule, ...] = (
         "timeout.router_request_fits_longest_call",
         2,
         ("sglang_router.request_timeout_secs", "context_length"),
-        f"smg's per-request timeout is at least the longest call: the longest prompt at {PREFILL_TOKENS_PER_S} "
-        "prefill tokens/s (longest_call_s)",
+        "smg's per-request timeout is at least the longest call the envelope admits, whole: one call of the served "
+        "per-call context, predicted by the time model at the band's high end (TTFT p90 and the output at ITL p90, "
+        "calibrated by sglang_perf_measured); without the time model, the longest prompt at "
+        f"{PREFILL_TOKENS_PER_S} prefill tokens/s (call_need)",
         "raise request_timeout_secs",
         _router_timeout,
     ),
@@ -354,7 +414,8 @@ STACK_RULES: tuple[Rule, ...] = (
         "timeout.front_server_fits_longest_call",
         2,
         (FRONT_SILENT, "context_length"),
-        "the front's timeout server is at least the longest call (longest_call_s)",
+        "the front's timeout server is at least the longest call the envelope admits, whole (call_need, as for "
+        "smg's per-request timeout)",
         f"raise {FRONT_SILENT}",
         _front_timeout,
     ),
@@ -362,8 +423,9 @@ STACK_RULES: tuple[Rule, ...] = (
         "timeout.decode_waiting_fits_longest_call",
         2,
         (f"sglang_engine_extra_env.{WAITING_TIMEOUT}", "context_length"),
-        "a decode engine waits for a prompt's KV at least as long as the longest prompt takes to prefill "
-        "(longest_call_s)",
+        "a decode engine waits for a prompt's KV at least as long as the longest call takes to its first token: its "
+        "TTFT p90 at the band's high end in the time model (the prompt's prefill and KV transfer); without the time "
+        f"model, the longest prompt at {PREFILL_TOKENS_PER_S} prefill tokens/s (call_need)",
         f"set {WAITING_TIMEOUT} in sglang_engine_extra_env",
         _waiting_timeout,
     ),
@@ -372,7 +434,8 @@ STACK_RULES: tuple[Rule, ...] = (
         2,
         ("watchdog_timeout", "chunked_prefill_size", "max_prefill_tokens", "context_length"),
         "SGLang's watchdog is at least the longest forward step: one prefill chunk, or the whole longest prompt "
-        "without chunking (longest_call_s)",
+        f"without chunking, at {PREFILL_TOKENS_PER_S} prefill tokens/s (longest_call_s; a step, not a call: the time "
+        "model is not asked)",
         "raise watchdog_timeout or chunk the prefill",
         _watchdog,
     ),

@@ -114,7 +114,7 @@ def check_fleet(
     for host, env in routers.items():
         others = [e for h, e in routers.items() if h != host]
         errors += check_router(host, env, decode_running, context_len, others)
-    errors += run(STACK_RULES, StackContext(all_hostvars, groups, servers, context_len))
+    errors += run(STACK_RULES, StackContext(all_hostvars, groups, servers, context_len, model_config))
     errors += fleet_pair_problems(all_hostvars, groups, model_config)
     errors += sidedoor_problems(all_hostvars, groups)  # extra env and args, ports, addresses (sglang_sidedoors)
     return errors
