@@ -6,10 +6,13 @@ test_bad_envelope_corpus (test_the_program_refuses_the_value_and_accepts_the_fix
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_validate import check_fleet
+from sglang_envelope_cli.commands import load_inventory
+from shipped import REPO, SHIPPED, shipped_inventory
 from test_stack_rules_exact import FRONT, _fleet
 from test_validate_rules_exact import DSV4, GROUPS, rule_ids
 
@@ -407,3 +410,11 @@ def test_bad_inventory_yields_exactly_its_problems(
 @pytest.mark.parametrize(("overrides", "groups", "hosts"), [c[1:] for c in GOOD], ids=[c[0] for c in GOOD])
 def test_valid_inventory_passes(overrides: dict[str, Any], groups: dict[str, list[str]], hosts: dict[str, Any]) -> None:
     assert check_fleet(_fleet(overrides, groups, **hosts), groups, DSV4) == []
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "inventories").iterdir() if p.is_dir()))
+def test_the_shipped_inventories_pass(name: str) -> None:
+    hostvars, groups = shipped_inventory(name) if name in SHIPPED else load_inventory(str(REPO / "inventories" / name))
+    [model] = {hv["sglang_model"]["name"] for hv in hostvars.values() if "sglang_model" in hv}
+    config = json.loads((REPO / "models" / model / "config.json").read_text())
+    assert check_fleet(hostvars, groups, config) == []
