@@ -150,6 +150,18 @@ def test_systemd_refuses_a_sandbox_value_it_would_ignore_and_stubs_the_host_s_ex
     assert "rendered from sglang_common_hardening.PrivateTmp" in problem
 
 
+def test_systemd_refuses_a_soft_limit_above_the_hard_one_naming_the_variable(tmp_path: Path) -> None:
+    """systemd 252 says "Soft resource limit chosen higher than hard limit, ignoring" and starts without the limit."""
+    need(fc.SYSTEMD)
+    path = "/etc/systemd/system/sglang-dsv4-router.service"
+    declared = {"LimitMEMLOCK": "sglang_common_limit_memlock"}
+    text = UNIT.format(private_tmp="true").replace("[Install]", "LimitMEMLOCK={limit}\n[Install]")
+    assert check_one(tmp_path, path, text.format(limit="1M:1G"), fc.UNIT_CHECK, declared)["problems"] == []
+    [problem] = check_one(tmp_path, path, text.format(limit="1G:1M"), fc.UNIT_CHECK, declared)["problems"]
+    assert "Soft resource limit chosen higher than hard limit, ignoring: 1G:1M" in problem
+    assert "rendered from sglang_common_limit_memlock" in problem
+
+
 def test_an_unchanged_file_is_not_checked_again_and_a_changed_one_is(tmp_path: Path) -> None:
     need("haproxy")
     root = render(

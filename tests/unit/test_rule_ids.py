@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import RULES
+from test_component_rules_exact import COMPONENT
 from test_pair_rules import PAIR_CASES
 from test_sidedoor_rules_exact import SIDEDOOR, WARNINGS
 from test_stack_rules_exact import STACK
@@ -19,9 +20,9 @@ NAMED_ID = re.compile(rf"(?:^|(?<=[ \"]))\[((?:{SCOPES})\.[a-z0-9_]+)\]")
 
 
 def _case_ids() -> set[str]:
-    """The ids the cases name: the rule sets of the fleet, host, engine, router and side-door cases, the pair cases'
-    fragments."""
-    tables = (BAD, V32_CASES, HOST, ENGINE, ROUTER, SIDEDOOR, WARNINGS, STACK)
+    """The ids the cases name: the rule sets of the fleet, host, engine, router, side-door, stack and component cases,
+    the pair cases' fragments."""
+    tables = (BAD, V32_CASES, HOST, ENGINE, ROUTER, SIDEDOOR, WARNINGS, STACK, COMPONENT)
     named = {i for table in tables for case in table for i in case[-2]}
     return named | UNSTATED_RULES | {m for case in PAIR_CASES for f in case[2] for m in NAMED_ID.findall(f)}
 

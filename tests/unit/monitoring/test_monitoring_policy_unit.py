@@ -321,3 +321,24 @@ def test_exporter_reads_only_its_hosts_engines_on_a_local_address() -> None:
     )
     assert exporter_servers(FLEET, "h3", {}, {}, "<set>", PLACES) == []
     assert "api_key" not in ENGINES[0].declared  # the declaration itself is left untouched
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("for_short", "1 min"),
+        ("for_long", "1.5m"),
+        ("rate_window", "0s"),
+        ("front_out_for", "1h30m"),
+        ("for_short", 60),
+    ],
+)
+def test_a_policy_duration_is_one_prometheus_unit(name: str, value: object) -> None:
+    """promtool check rules refuses "1 min" and "1.5m" (not a valid duration string) and a rate over 0s (parse error);
+    the rule tests count a duration of one unit in minutes."""
+    assert _error({name: value}).startswith(f"sglang_monitoring_{name}={value!r}: must be a Prometheus duration")
+
+
+@pytest.mark.parametrize(("name", "value"), [("for_short", "0s"), ("for_long", "90s"), ("front_out_for", "1d")])
+def test_a_policy_duration_prometheus_reads_is_accepted(name: str, value: str) -> None:
+    assert getattr(Policy.from_vars({name: value}), name) == value

@@ -17,6 +17,7 @@ the lab, calls whose first token came 0.7-5.5 s after sending all landed in its 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -50,6 +51,12 @@ RULES_FILE = "sglang_rules.yml"
 RULES_TEST_FILE = "sglang_rules_test.yml"
 DASHBOARD_FILE = "sglang_dashboard.json"
 POLICY_PREFIX = "sglang_monitoring_"
+# A duration as Prometheus and Alertmanager read it (prometheus/common model.ParseDuration: "0", or digits with units
+# largest first, no spaces); any other is refused ("not a valid duration string").
+PROMETHEUS_DURATION = re.compile(r"0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?(?<=[a-z])")
+# The Policy's durations: one unit of s, m, h or d, which the rule tests' timelines count in minutes (_minutes).
+POLICY_DURATIONS = ("for_short", "for_long", "rate_window", "front_out_for")
+_ONE_UNIT = re.compile(r"\d+[smhd]")
 
 
 class MonitoringError(ValueError):
@@ -88,6 +95,14 @@ class Policy:
             if not isinstance(v, int | float) or not 0 < v <= 1:
                 raise MonitoringError(
                     f"sglang_monitoring_{name}={v!r}: must be a fraction of the limit in (0, 1]; fix: e.g. 0.9"
+                )
+        for name in POLICY_DURATIONS:
+            v = getattr(policy, name)
+            if not isinstance(v, str) or not _ONE_UNIT.fullmatch(v) or (name == "rate_window" and int(v[:-1]) == 0):
+                raise MonitoringError(
+                    f"sglang_monitoring_{name}={v!r}: must be a Prometheus duration in one unit of s, m, h or d"
+                    f"{', above 0 (a rate over 0s is a PromQL parse error)' if name == 'rate_window' else ''} "
+                    f"(promtool check rules: not a valid duration string); fix: e.g. {getattr(cls(), name)}"
                 )
         if policy.kv_usage_warning >= policy.kv_usage_critical:
             raise MonitoringError(

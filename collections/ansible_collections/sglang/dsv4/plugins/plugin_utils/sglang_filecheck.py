@@ -15,8 +15,9 @@ rendered file on the controller, before any host is touched:
 - `systemd-analyze verify`: all units of a host together, so their After=/Wants= between each other resolve. Every
   directive, its value and the sandbox directives are parsed by systemd 252; an executable an Exec line names is
   replaced in the copy by an empty script of the controller (it exists only on the host, where the preflight runs the
-  unit's command under its user and sandbox). "Unknown key" and "Failed to parse" are refusals: systemd ignores such a
-  directive and starts the unit without it.
+  unit's command under its user and sandbox). "Unknown key", "Failed to parse" and any other line that ends
+  ", ignoring: <value>" (a soft resource limit above the hard one) are refusals: systemd ignores such a directive and
+  starts the unit without it.
 
 A checker missing on the controller is reported as such (the host-side check still runs during the deploy). Each
 verdict is cached under cache_dir by the sha256 digest of the command, the files it read and the checker's version.
@@ -175,7 +176,7 @@ def _refusal_lines(check: Check, out: str, staged: Mapping[str, str]) -> list[st
             line = line.replace(copy, path).replace(Path(copy).name, Path(path).name)
         if QUIET.search(line):
             continue
-        if check.program == SYSTEMD and not ("Unknown " in line or "Failed to " in line or "not " in line):
+        if check.program == SYSTEMD and not any(w in line for w in ("Unknown ", "Failed to ", "not ", ", ignoring")):
             continue
         lines.append(line.strip())
     return lines

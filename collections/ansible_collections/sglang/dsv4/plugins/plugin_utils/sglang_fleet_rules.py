@@ -14,7 +14,7 @@ from typing import Any
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import declared_var
 
-from .sglang_rules import PORT_RANGE, Finding, Rule
+from .sglang_rules import PORT_RANGE, Finding, Rule, in_range
 
 PORT_KEYS = ("port", "disaggregation_bootstrap_port", "prometheus_port")
 # A port the server opens when its key is unset: its parser's default (a decode engine opens no bootstrap port).
@@ -136,6 +136,22 @@ def _gpus_free(c: ServerContext) -> Iterator[Finding]:
         claimed[int(gpu)] = f"sglang_{c.role}"
 
 
+def _component_port_range(c: ServerContext) -> Iterator[Finding]:
+    """The listeners of the other components (the engines' and routers' ports have engine.port and router.port)."""
+    for var, port in c.extra if c.role == "components" else ():
+        says = (
+            f"HAProxy refuses the bind (haproxy -c: 'bind' : invalid port '{port}')"
+            if var.startswith("sglang_frontend_")
+            else "the kernel picks a port, which Prometheus does not know"
+            if port == 0
+            else f"the program does not start (Go's net.Listen: listen tcp: address {port}: invalid port)"
+        )
+        yield from in_range(
+            f"{c.host}: {var}", port, *PORT_RANGE, f"a port must be from 1 to 65535: {says}",
+            "declare a free port from 1 to 65535",
+        )  # fmt: skip
+
+
 FLEET_RULES: tuple[Rule, ...] = (
     Rule(
         "fleet.ports_free",
@@ -153,6 +169,20 @@ FLEET_RULES: tuple[Rule, ...] = (
         "front and its stats, Prometheus, Alertmanager, node_exporter",
         "give each server on a host its own ports",
         _ports_free,
+    ),
+    Rule(
+        "fleet.component_port_range",
+        1,
+        (
+            "sglang_frontend_port",
+            "sglang_frontend_stats_port",
+            "sglang_monitoring_prometheus_listen",
+            "sglang_monitoring_alertmanager_listen",
+            "sglang_monitoring_node_exporter_port",
+        ),
+        "a port of the front, its stats, Prometheus, Alertmanager or node_exporter is from 1 to 65535",
+        "declare a free port from 1 to 65535",
+        _component_port_range,
     ),
     Rule(
         "fleet.gpus_free",

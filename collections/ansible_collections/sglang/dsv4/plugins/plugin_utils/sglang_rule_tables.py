@@ -4,6 +4,7 @@ the near-limit alerts (sglang_alerts.NEAR_LIMITS) after them."""
 from __future__ import annotations
 
 from .sglang_alerts import NEAR_LIMITS, Policy
+from .sglang_component_rules import COMPONENT_RULES
 from .sglang_engine_rules import ENGINE_RULES
 from .sglang_fleet_rules import FLEET_RULES
 from .sglang_host_rules import HOST_RULES
@@ -22,6 +23,7 @@ RULES: tuple[Rule, ...] = (
     *TIMING_RULES,
     *SIDEDOOR_RULES,
     *STACK_RULES,
+    *COMPONENT_RULES,
 )
 SCOPES = {
     "host": "An engine host's own variables (host_problems), checked once per engine host.",
@@ -46,6 +48,15 @@ SCOPES = {
     "(sglang_perf_fleet.longest_call_time, once per fleet); where the time model is not installed, the message says "
     "so and the capacity model's per-call context at sglang_stack_rules.PREFILL_TOKENS_PER_S stands in "
     "(sglang_stack_rules.call_need; runs when units and needs pass).",
+    "front": "The HAProxy front's settings as HAProxy 2.6 reads them (sglang_component_rules; haproxy -c refuses the "
+    "rendered file the same way).",
+    "vrrp": "The keepalived VRRP address of the front, on the front hosts that declare one, as keepalived 2.2.7 reads "
+    "it (sglang_component_rules; keepalived -t).",
+    "monitoring": "Prometheus's and Alertmanager's settings and the alert policy, on the monitoring server "
+    "(sglang_component_rules; promtool, amtool).",
+    "unit": "The directives the inventory declares for a server's systemd unit (sglang_common_unit, "
+    "sglang_engine_unit, sglang_router_unit, ...) as systemd 252 parses them (sglang_component_rules; "
+    "systemd-analyze verify).",
 }
 
 

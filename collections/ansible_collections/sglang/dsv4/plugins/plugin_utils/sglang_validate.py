@@ -14,6 +14,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError
 
+from .sglang_component_rules import COMPONENT_RULES
 from .sglang_engine_rules import CAPACITY, ENGINE_RULES, EngineContext
 from .sglang_fleet import Engine, answer
 from .sglang_fleet_rules import FLEET_RULES, ServerContext, component_listeners
@@ -114,7 +115,9 @@ def check_fleet(
     for host, env in routers.items():
         others = [e for h, e in routers.items() if h != host]
         errors += check_router(host, env, decode_running, context_len, others)
-    errors += run(STACK_RULES, StackContext(all_hostvars, groups, servers, context_len, model_config))
+    stack = StackContext(all_hostvars, groups, servers, context_len, model_config)
+    errors += run(STACK_RULES, stack)
+    errors += run(COMPONENT_RULES, stack)  # the front, VRRP, monitoring and unit settings (sglang_component_rules)
     errors += fleet_pair_problems(all_hostvars, groups, model_config)
     errors += sidedoor_problems(all_hostvars, groups)  # extra env and args, ports, addresses (sglang_sidedoors)
     return errors
