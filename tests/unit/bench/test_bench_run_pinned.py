@@ -216,9 +216,29 @@ def test_the_result_is_the_last_line_written(tmp_path: Path) -> None:
 LEVELS = [WAVE, bench.Level("2x1k", concurrency=1, prompts=3, isl=900, osl=100)]
 
 
+class Started:
+    """subprocess.Popen of the runner: `runs` does its work when it starts; it has ended by the first wait."""
+
+    def __init__(self, runs: Runs, cmd: list[str], **kwargs: Any) -> None:
+        self.returncode = runs(cmd, **kwargs).returncode
+
+    def __enter__(self) -> Started:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode
+
+    def poll(self) -> int:
+        return self.returncode
+
+
 def running(monkeypatch: pytest.MonkeyPatch, runs: Runs, euid: int = 1000) -> None:
     monkeypatch.setattr(bench, "parser_python", lambda: Path("/pv/bin/python"))
     monkeypatch.setattr(bench.subprocess, "run", runs)
+    monkeypatch.setattr(bench.subprocess, "Popen", lambda cmd, **kwargs: Started(runs, cmd, **kwargs))
     monkeypatch.setattr(time, "time_ns", lambda: NS)
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     monkeypatch.setenv("OPENAI_API_KEY", "stale")
@@ -234,7 +254,7 @@ def test_every_wave_runs_in_one_runner_process(tmp_path: Path, monkeypatch: pyte
     ((cmd, kwargs),) = runs.calls
     assert cmd == ["/pv/bin/python", RUNNER, "runs", f"{tmp_path}/runs.json"]
     env = kwargs.pop("env")
-    assert kwargs == {"check": False, "stdout": None}  # the runner's lines to the terminal (not --json)
+    assert kwargs == {"stdout": None}  # the runner's lines to the terminal (not --json)
     assert (env["OPENAI_API_KEY"], "API_KEY" in env, env["BENCH_PINNED_OTHER"]) == ("k3y", False, "kept")
     first = bench.bench_argv(WAVE, "http://10.0.0.1:8000", "/tok", tmp_path / "level-1-c4.jsonl", SEED)
     second = bench.bench_argv(LEVELS[1], "http://10.0.0.1:8000", "/tok", tmp_path / "level-2-c1.jsonl", SEED + 1)
@@ -364,6 +384,7 @@ class Setup:
         (tokenizers / "deepseek-v4-flash-129280" / "tokenizer.json").write_text("{}")
         monkeypatch.setattr(bench, "TOKENIZERS", tokenizers)
         monkeypatch.setattr(bench.subprocess, "run", self.runs)
+        monkeypatch.setattr(bench.subprocess, "Popen", lambda cmd, **kwargs: Started(self.runs, cmd, **kwargs))
         monkeypatch.setattr(bench, "datetime", FixedNow)
         monkeypatch.setattr(bench, "predict_levels", self.predict)
         monkeypatch.setattr(time, "time_ns", lambda: NS)
