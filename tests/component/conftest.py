@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from deploytools import INVENTORIES, LAB_INVENTORY, playbook
+from deploytools import INVENTORIES, LAB_INVENTORY, VAULT_KEY, playbook
 
 
 @pytest.fixture
@@ -39,7 +39,11 @@ def bad_inventory(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
 
 @pytest.fixture(scope="session", params=INVENTORIES)
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """(inventory name, directory) of playbooks/render.yml's output for each inventory."""
+    """(inventory name, directory) of playbooks/render.yml's output for each inventory; an inventory that takes its
+    API key from its vault file gets it as an operator's vault file gives it (VAULT_KEY, here in the clear)."""
     out = tmp_path_factory.mktemp(f"deploy-render-{request.param}")
-    playbook("-i", f"inventories/{request.param}", "playbooks/render.yml", "-e", f"sglang_render_dir={out}").check()
+    vault = out.parent / f"vault-{request.param}.yml"
+    vault.write_text(yaml.safe_dump({"sglang_api_key": VAULT_KEY}))
+    playbook("-i", f"inventories/{request.param}", "playbooks/render.yml", "-e", f"sglang_render_dir={out}",
+             *(["-e", f"@{vault}"] if request.param != "lab" else [])).check()  # fmt: skip
     return request.param, out

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 ENVELOPE = REPO / "group_vars" / "all" / "envelope.yml"
 LAB_INVENTORY = REPO / "inventories" / "lab"
 INVENTORIES = ("lab", "production", "multinode")
+VAULT_KEY = "sk-from-the-vault-file"  # the key of the inventories whose key lives in group_vars/all/vault.yml
 
 __all__ = ["Run", "playbook"]  # shared with the lab tests: one way to run ansible-playbook and read its recap
 

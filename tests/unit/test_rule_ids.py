@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_rule_tables import RULES
+from test_access_exact import ACCESS
 from test_component_rules_exact import COMPONENT
 from test_pair_rules import PAIR_CASES
 from test_sidedoor_rules_exact import SIDEDOOR, WARNINGS
@@ -20,9 +21,9 @@ NAMED_ID = re.compile(rf"(?:^|(?<=[ \"]))\[((?:{SCOPES})\.[a-z0-9_]+)\]")
 
 
 def _case_ids() -> set[str]:
-    """The ids the cases name: the rule sets of the fleet, host, engine, router, side-door, stack and component cases,
-    the pair cases' fragments."""
-    tables = (BAD, V32_CASES, HOST, ENGINE, ROUTER, SIDEDOOR, WARNINGS, STACK, COMPONENT)
+    """The ids the cases name: the rule sets of the fleet, host, engine, router, side-door, stack, component and
+    access cases, the pair cases' fragments."""
+    tables = (BAD, V32_CASES, HOST, ENGINE, ROUTER, SIDEDOOR, WARNINGS, STACK, COMPONENT, ACCESS)
     named = {i for table in tables for case in table for i in case[-2]}
     return named | UNSTATED_RULES | {m for case in PAIR_CASES for f in case[2] for m in NAMED_ID.findall(f)}
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import parse_env_file
-from deploytools import REPO, envelope, playbook
+from deploytools import REPO, VAULT_KEY, envelope, playbook
 from smg.launch_router import RouterArgs, parse_router_args
 
 LAB_KEY = yaml.safe_load((REPO / "inventories/lab/group_vars/all/lab.yml").read_text())["sglang_api_key"]
@@ -181,7 +181,7 @@ def test_engine_scripts_exec_the_declared_envelope(rendered: tuple[str, Path], e
         assert flags["disaggregation_mode"] == role
         assert flags["model_path"] == ENV["sglang_model"]["path"]
         assert flags["host"] == ("127.0.0.1" if name == "lab" else "0.0.0.0")
-        assert flags["api_key"] == (KEY if name == "lab" else None)
+        assert flags["api_key"] == KEY  # every inventory has its key: the lab's, or its vault file's
         if role == "prefill":
             assert flags["disaggregation_bootstrap_port"] == declared["disaggregation_bootstrap_port"]
         else:
@@ -231,7 +231,7 @@ def test_router_script_lists_every_worker_and_the_limits(rendered: tuple[str, Pa
                 assert getattr(args, key) == router[key], key
         else:
             assert args.max_concurrent_requests == 192  # 3 decode engines x 64
-        assert args.api_key == (KEY if name == "lab" else None)
+        assert args.api_key == KEY
         assert _unit(unit)["ExecStart"] == ["/opt/sglang/bin/serve_dsv4_router.sh"]
 
 
@@ -242,19 +242,14 @@ def test_the_router_option_check_catches_an_abbreviation_smg_accepts() -> None:
 
 
 def test_the_api_key_is_only_a_reference(rendered: tuple[str, Path]) -> None:
-    name, root = rendered
+    _name, root = rendered
     for path in root.rglob("*"):
         if path.is_file():
-            assert LAB_KEY not in path.read_text(), path
+            assert LAB_KEY not in path.read_text() and VAULT_KEY not in path.read_text(), path
     for script in root.rglob("serve_dsv4_*.sh"):
-        text = script.read_text()
-        if name == "lab":
-            assert '--api-key "${SGLANG_API_KEY}"' in text, script
-        else:  # production takes the key from the vault, absent here
-            assert "--api-key" not in text, script
+        assert '--api-key "${SGLANG_API_KEY}"' in script.read_text(), script
     for env_file in root.rglob("dsv4-*.env"):
-        environ = parse_env_file(env_file.read_text())
-        assert environ.get("SGLANG_API_KEY") == ("<redacted>" if name == "lab" else None), env_file
+        assert parse_env_file(env_file.read_text()).get("SGLANG_API_KEY") == "<redacted>", env_file
 
 
 def test_units_come_from_one_data_structure(rendered: tuple[str, Path]) -> None:

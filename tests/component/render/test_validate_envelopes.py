@@ -32,7 +32,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible.vars.manager import VariableManager
-from deploytools import REPO, Run, envelope, playbook
+from deploytools import REPO, VAULT_KEY, Run, envelope, playbook
 
 BASE = envelope()
 PRODUCTION = REPO / "inventories" / "production"
@@ -369,9 +369,11 @@ def _deep_settings(mode: str, model_name: Any) -> dict[str, Any]:
 
 
 def _inventory(case: str, overrides: dict[str, Any], root: Path) -> Path:
-    """A copy of inventories/production (symlinks resolved) with `overrides` as its last group_vars/all file."""
+    """A copy of inventories/production (symlinks resolved) with the vault file an operator adds (its key in the
+    clear) and `overrides` as its last group_vars/all file."""
     inventory = root / case / "inventory"
     shutil.copytree(PRODUCTION, inventory, symlinks=False)
+    (inventory / "group_vars" / "all" / "vault.yml").write_text(yaml.safe_dump({"sglang_api_key": VAULT_KEY}))
     (inventory / "group_vars" / "all" / "zz-test-override.yml").write_text(yaml.safe_dump(overrides))
     return inventory
 

@@ -328,6 +328,14 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
         return [f"the envelope could not be checked: {exc!r}; fix: correct the declared values named above"]
 
 
+def access_problems(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
+    """The routers and fronts beyond loopback without an API key (plugin_utils sglang_access), as problems."""
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_access import FRONT_GROUP, access_problems
+
+    names = {g: list(groups.get(g, [])) for g in ("sglang_router", FRONT_GROUP)}
+    return access_problems({h: hostvars[h] for members in names.values() for h in members}, names)
+
+
 def envelope_problems(
     type_errors: Sequence[str],
     models: Sequence[Any],
@@ -369,11 +377,14 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     """Risks of the declared envelope (plugin_utils sglang_risks), with validated fixes; warnings, not errors."""
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_plan as _plan
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_risks as _risks
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_access import open_door_risks
 
     declared = declared_fleet(hostvars, groups)
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     config = _plain(model_config)
-    return [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
+    found = [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
+    names = {g: list(groups.get(g, [])) for g in ("sglang_router", "sglang_frontend")}
+    return found + open_door_risks({h: hostvars[h] for members in names.values() for h in members}, names)
 
 
 def rollout_plan(
@@ -804,6 +815,7 @@ class FilterModule:
             "sglang_envelope_problems": envelope_problems,
             "sglang_declared_fleet": declared_fleet,
             "sglang_fleet_risks": fleet_risks,
+            "sglang_access_problems": access_problems,
             "sglang_risk_lines": risk_lines,
             "sglang_rollout_plan": rollout_plan,
             "sglang_deep_check": deep_check,

@@ -3,6 +3,7 @@ the near-limit alerts (sglang_alerts.NEAR_LIMITS) after them."""
 
 from __future__ import annotations
 
+from .sglang_access import ACCESS_RULES
 from .sglang_alerts import NEAR_LIMITS, Policy
 from .sglang_component_rules import COMPONENT_RULES
 from .sglang_engine_rules import ENGINE_RULES
@@ -24,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     *SIDEDOOR_RULES,
     *STACK_RULES,
     *COMPONENT_RULES,
+    *ACCESS_RULES,
 )
 SCOPES = {
     "host": "An engine host's own variables (host_problems), checked once per engine host.",
@@ -48,6 +50,8 @@ SCOPES = {
     "(sglang_perf_fleet.longest_call_time, once per fleet); where the time model is not installed, the message says "
     "so and the capacity model's per-call context at sglang_stack_rules.PREFILL_TOKENS_PER_S stands in "
     "(sglang_stack_rules.call_need; runs when units and needs pass).",
+    "access": "Who can call the stack without a key: a router or front listening beyond loopback while the routers "
+    "hold no API key (sglang_access; smg answers 401 only with --api-key).",
     "front": "The HAProxy front's settings as HAProxy 2.6 reads them (sglang_component_rules; haproxy -c refuses the "
     "rendered file the same way).",
     "vrrp": "The keepalived VRRP address of the front, on the front hosts that declare one, as keepalived 2.2.7 reads "
