@@ -50,16 +50,17 @@ class Operator:
 
 
 @contextmanager
-def unprivileged() -> Iterator[tuple[int, list[str]]]:
-    """(uid, prefix running a command as that user): a fresh system user when this process is root, else itself."""
+def unprivileged() -> Iterator[tuple[str, list[str]]]:
+    """(uid:gid, prefix running a command as that user): a fresh system user when this process is root, else
+    itself (no prefix)."""
     if os.geteuid() != 0:
-        yield os.geteuid(), []
+        yield f"{os.geteuid()}:{os.getegid()}", []
         return
     with unit_user() as user:
-        yield user.uid, ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups"]
+        yield f"{user.uid}:{user.gid}", ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups"]
 
 
-def run_block(home: Path, uid: int, prefix: list[str]) -> Operator:
+def run_block(home: Path, owner: str, prefix: list[str]) -> Operator:
     """The block's commands, one after the other in one shell, by the user, in a fresh copy under home."""
     checkout, logs = home / "sglang-dsv4", home / "logs"
     tracked_copy(checkout)
@@ -68,7 +69,8 @@ def run_block(home: Path, uid: int, prefix: list[str]) -> Operator:
         f"_t0=$(date +%s.%N); {command} >{logs}/{i}.out 2>{logs}/{i}.err; echo $? $_t0 $(date +%s.%N) >{logs}/{i}.rc"
         for i, command in enumerate(quick_start())
     ]
-    subprocess.run(["chown", "-R", f"{uid}:{uid}", str(home)], check=prefix != [])
+    if prefix:  # made by root for the user
+        subprocess.run(["chown", "-R", owner, str(home)], check=True)
     env = {k: v for k, v in os.environ.items() if k.startswith(KEPT_ENV)}
     env |= {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "SHELL": "/bin/bash"}
     subprocess.run([*prefix, "bash", "-c", "\n".join(script)], cwd=checkout, env=env, timeout=3600, check=False)
@@ -84,10 +86,10 @@ def run_block(home: Path, uid: int, prefix: list[str]) -> Operator:
 
 @pytest.fixture(scope="module")
 def operator() -> Iterator[Operator]:
-    with unprivileged() as (uid, prefix):
+    with unprivileged() as (owner, prefix):
         home = Path(tempfile.mkdtemp(prefix="sglang-operator-"))
         try:
-            yield run_block(home, uid, prefix)
+            yield run_block(home, owner, prefix)
         finally:
             shutil.rmtree(home, ignore_errors=True)
 
