@@ -12,6 +12,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -100,6 +101,11 @@ def load_inventory(inventory: str) -> tuple[dict[str, dict[str, Any]], dict[str,
             "e.g. -i inventories/production"
         )
     base = inv if inv.is_dir() else inv.parent
+    if not exe.exists() and shutil.which("ansible-inventory") is None:
+        raise InventoryError(
+            f"inventory {inventory}: ansible-inventory is neither beside {sys.executable} nor on PATH; fix: install "
+            "this command with its dependencies (pip install, docs/install.md), which include ansible-core"
+        )
     cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(inv), "--playbook-dir", str(base), "--list"]
     with progress(f"reading the inventory {inventory} (ansible-inventory)"):
         done = subprocess.run(

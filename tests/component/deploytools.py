@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +22,13 @@ __all__ = ["Run", "playbook"]  # shared with the lab tests: one way to run ansib
 def envelope() -> dict[str, Any]:
     """The shared declared envelope (group_vars/all/envelope.yml)."""
     return dict(yaml.safe_load(ENVELOPE.read_text()))
+
+
+def tracked_copy(dest: Path) -> None:
+    """The repository's tracked files as they are in the work tree (uncommitted edits included, untracked and ignored
+    files left out: no venv, cache or report) in the new directory dest."""
+    git = ["git", "-C", str(REPO)]
+    tree = subprocess.run([*git, "stash", "create"], capture_output=True, text=True, check=True).stdout.strip()
+    archive = subprocess.run([*git, "archive", tree or "HEAD"], capture_output=True, check=True).stdout
+    dest.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)

@@ -194,6 +194,19 @@ def test_load_inventory_runs_the_venv_ansible_inventory(monkeypatch: pytest.Monk
     assert cli.load_inventory(str(REPO / "inventories" / "lab" / "hosts.yml"))[1]["sglang_decode"] == ["lab1"]
 
 
+def test_no_ansible_inventory_is_an_error_naming_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Neither beside the interpreter nor on PATH: an InventoryError (exit 2) saying where it looked, no traceback."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(cli.sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(cli.InventoryError) as err:
+        cli.load_inventory(str(REPO / "inventories" / "lab" / "hosts.yml"))
+    assert str(err.value) == (
+        f"inventory {REPO / 'inventories' / 'lab' / 'hosts.yml'}: ansible-inventory is neither beside "
+        f"{tmp_path / 'python'} nor on PATH; fix: install this command with its dependencies (pip install, "
+        "docs/install.md), which include ansible-core"
+    )
+
+
 def test_a_missing_inventory_is_an_error_naming_its_path(tmp_path: Path) -> None:
     with pytest.raises(cli.InventoryError) as err:
         cli.load_inventory(str(tmp_path / "prodution"))

@@ -1,9 +1,9 @@
 """The collection installed as an operator installs it: `ansible-galaxy collection build`, then `install` into an
 empty directory outside the checkout, and a project directory holding only what an operator writes (an ansible.cfg
 naming that directory, the production inventory, the models' config.json, the playbooks). The render playbook runs
-there with the deep check (SGLang's own startup checks, in the parser venv given as a setting); the CLI answers with
-time figures from AIConfigurator's venv given as a setting; ansible-doc documents every filter of the installed
-collection."""
+there with the deep check (SGLang's own startup checks, in the parser venv given as a setting); the command line,
+`pip install`ed from a copy of the tracked files into a fresh venv, answers there with time figures from
+AIConfigurator's venv given as a setting; ansible-doc documents every filter of the installed collection."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from deploytools import tracked_copy
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 SOURCE = REPO / "collections" / "ansible_collections" / "sglang" / "dsv4"
 PARSER_PYTHON = REPO / ".cache" / "sglang-parser-venv" / "bin" / "python"
 PERF_VENV = REPO / ".cache" / "aiconfigurator-venv"
+GALAXY = SOURCE / "galaxy.yml"
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -69,9 +72,9 @@ def test_ansible_doc_documents_every_filter(project: tuple[Path, dict[str, str]]
     assert [name for name, text in docs.items() if not text or text == "UNDOCUMENTED"] == []
 
 
-@pytest.mark.skipif(not PARSER_PYTHON.exists(), reason="no parser venv (make parser-venv)")
 def test_render_with_the_deep_check_in_the_installed_collection(project: tuple[Path, dict[str, str]]) -> None:
     proj, env = project
+    assert PARSER_PYTHON.exists(), "no parser venv: make parser-venv (make test builds it)"
     out = proj / "rendered"
     cmd = [str(BIN / "ansible-playbook"), "-i", "inventories/production", "playbooks/render.yml",
            "-e", f"sglang_render_dir={out}", "-e", f"sglang_validate_parser_python={PARSER_PYTHON}",
@@ -82,16 +85,44 @@ def test_render_with_the_deep_check_in_the_installed_collection(project: tuple[P
     assert any(p.startswith("gpu-node-01/") and p.endswith(".service") for p in rendered), rendered
 
 
-@pytest.mark.skipif(not (PERF_VENV / ".installed").exists(), reason="no estimator venv (make perf-venv)")
-def test_the_cli_answers_with_time_from_settings(project: tuple[Path, dict[str, str]]) -> None:
-    """The CLI, run in the operator's project with SGLANG_DSV4_HOME and the estimator's venv as settings."""
+@pytest.fixture(scope="module")
+def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv of the system's Python holding the command line as pip installs it: its distribution
+    (pyproject.toml) built from a copy of the tracked files, not the checkout's editable install."""
+    root = tmp_path_factory.mktemp("cli")
+    tracked_copy(root / "source")
+    venv = root / "venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    run(["python3", "-m", "venv", str(venv)], root, env)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    run([*pip, "-c", str(REPO / "requirements" / "constraints.txt"), str(root / "source")], root, env, timeout=900)
+    return venv
+
+
+def test_the_cli_is_the_pip_installed_one(cli_venv: Path) -> None:
+    where = run([str(cli_venv / "bin" / "python"), "-c", "import sglang_envelope_cli, "
+                 "ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_paths as p; "
+                 "print(sglang_envelope_cli.__file__); print(p.__file__)"], cli_venv, {}).stdout  # fmt: skip
+    for line in where.splitlines():
+        assert Path(line).is_relative_to(cli_venv / "lib"), where
+    version = run([str(cli_venv / "bin" / "sglang-envelope"), "--version"], cli_venv, {}).stdout
+    assert yaml.safe_load(GALAXY.read_text())["version"] in version
+
+
+def test_the_cli_answers_with_time_from_settings(project: tuple[Path, dict[str, str]], cli_venv: Path) -> None:
+    """The pip-installed CLI, run in the operator's project with SGLANG_DSV4_HOME and the estimator's venv as
+    settings."""
     proj, env = project
+    assert (PERF_VENV / ".installed").exists(), "no estimator venv: make perf-venv (make test builds it)"
     env = {**env, "SGLANG_DSV4_HOME": str(proj), "SGLANG_DSV4_PERF_VENV": str(PERF_VENV),
            "SGLANG_DSV4_PERF_CACHE": str(REPO / ".cache" / "perf")}  # fmt: skip
-    cli = str(BIN / "sglang-envelope")
+    env["PATH"] = f"{cli_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+    cli = str(cli_venv / "bin" / "sglang-envelope")
     plan = run([cli, "plan", "-i", "inventories/production", "--want", "10x4k", "--json"], proj, env)
     doc = json.loads(plan.stdout)
     assert doc["time_from"].startswith("AIConfigurator ")
     assert doc["plans"][0]["today_times"], doc["plans"][0]
-    run([cli, "capacity", "-i", "inventories/production", "--no-time"], proj, env)
+    capacity = run([cli, "capacity", "-i", "inventories/production", "--no-time"], proj, env).stdout
+    assert "total context (KV pool): 11159040 tokens" in capacity
     assert (proj / "reports" / "capacity-production" / "capacity.md").is_file()
