@@ -104,6 +104,7 @@ def test_the_quick_start_block_names_the_operator_s_commands_in_order() -> None:
     assert [c.split()[0:2] for c in commands[2:]] == [
         ["sglang-envelope", "capacity"],
         ["sglang-envelope", "plan"],
+        ["python3", "-c"],  # the API key into the inventory's vault file, which validation asks for
         ["ansible-playbook", "-i"],
     ]
 
