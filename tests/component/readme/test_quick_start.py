@@ -61,12 +61,14 @@ def unprivileged() -> Iterator[tuple[str, list[str]]]:
 
 
 def run_block(home: Path, owner: str, prefix: list[str]) -> Operator:
-    """The block's commands, one after the other in one shell, by the user, in a fresh copy under home."""
+    """The block's commands, one after the other in one shell, by the user, in a fresh copy under home; each in a
+    group whose output the test keeps, so the command's own redirections hold."""
     checkout, logs = home / "sglang-dsv4", home / "logs"
     tracked_copy(checkout)
     logs.mkdir()
     script = [
-        f"_t0=$(date +%s.%N); {command} >{logs}/{i}.out 2>{logs}/{i}.err; echo $? $_t0 $(date +%s.%N) >{logs}/{i}.rc"
+        f"_t0=$(date +%s.%N); {{ {command}\n}} >{logs}/{i}.out 2>{logs}/{i}.err; echo $? $_t0 $(date +%s.%N) "
+        f">{logs}/{i}.rc"
         for i, command in enumerate(quick_start())
     ]
     if prefix:  # made by root for the user
