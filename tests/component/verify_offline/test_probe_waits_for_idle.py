@@ -55,18 +55,18 @@ def _probe(url: str, metrics: str, idle_wait_s: float) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
-def _call(url: str, tokens: int) -> threading.Thread:
-    """A call of other traffic, generating `tokens` at the simulator's 10 tokens/s."""
+def _probe_during_a_call(router: tuple[str, str], tokens: int, idle_wait_s: float) -> dict[str, Any]:
+    """The probe, sent while a call of other traffic generates `tokens` at the simulator's 10 tokens/s."""
+    url, metrics = router
     body = {"text": "hello", "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
     call = threading.Thread(target=lambda: httpx.post(url + "/generate", json=body, timeout=60), daemon=True)
     call.start()
-    return call
-
-
-def _wait_held(metrics: str) -> None:
     deadline = time.monotonic() + 20
     while "smg_admission_inflight 1" not in httpx.get(metrics + "/metrics").text and time.monotonic() < deadline:
         time.sleep(0.1)
+    found = _probe(url, metrics, idle_wait_s)
+    call.join(30)
+    return found
 
 
 def test_an_idle_router_is_probed_at_once(router: tuple[str, str]) -> None:
@@ -76,19 +76,13 @@ def test_an_idle_router_is_probed_at_once(router: tuple[str, str]) -> None:
 
 
 def test_the_probe_waits_for_a_call_of_other_traffic_to_end(router: tuple[str, str]) -> None:
-    call = _call(router[0], 40)  # about 4 s
-    _wait_held(router[1])
-    found = _probe(*router, idle_wait_s=30)
-    call.join(30)
+    found = _probe_during_a_call(router, 40, idle_wait_s=30)  # a call of about 4 s
     assert found["before"]["held"] == 0 and 1 <= found["before"]["waited_s"] < 10, found
     assert "error" not in found
 
 
 def test_a_call_that_outlasts_the_wait_stops_the_probe_with_the_reason(router: tuple[str, str]) -> None:
-    call = _call(router[0], 100)  # about 10 s
-    _wait_held(router[1])
-    found = _probe(*router, idle_wait_s=2)
-    call.join(30)
+    found = _probe_during_a_call(router, 100, idle_wait_s=2)  # a call of about 10 s
     assert found["before"]["held"] == 1, found
     assert found["error"].startswith("the router still held 1 calls (running or queued) after 2"), found
     assert "parallel" not in found and "context" not in found
