@@ -330,10 +330,9 @@ def check_fleet(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
 
 def access_problems(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
     """The routers and fronts beyond loopback without an API key (plugin_utils sglang_access), as problems."""
-    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_access import FRONT_GROUP, access_problems
+    from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_access import access_problems
 
-    names = {g: list(groups.get(g, [])) for g in ("sglang_router", FRONT_GROUP)}
-    return access_problems({h: hostvars[h] for members in names.values() for h in members}, names)
+    return access_problems(hostvars, groups)  # reads the router and front hosts only
 
 
 def envelope_problems(
@@ -383,8 +382,7 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     config = _plain(model_config)
     found = [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
-    names = {g: list(groups.get(g, [])) for g in ("sglang_router", "sglang_frontend")}
-    return found + open_door_risks({h: hostvars[h] for members in names.values() for h in members}, names)
+    return found + open_door_risks(hostvars, groups)
 
 
 def rollout_plan(

@@ -14,7 +14,7 @@ from typing import Any
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import advertised
 
 from .sglang_alerts import PROMETHEUS_DURATION, MonitoringError, Policy, policy_vars
-from .sglang_fleet_rules import role_default
+from .sglang_fleet_rules import monitoring_host, role_default
 from .sglang_rules import NO_VALUE, Finding, Rule, split_fix
 from .sglang_stack_rules import StackContext
 
@@ -219,11 +219,9 @@ def _vrrp_family(c: StackContext) -> Iterator[Finding]:
 
 
 def monitoring_server(c: StackContext) -> str | None:
-    """The host of Prometheus and Alertmanager (sglang_defaults_monitoring_server), None with monitoring off."""
-    hosts = [*c.groups.get("sglang_monitoring", []), *c.groups.get("sglang_router", [])]
-    if not hosts or c.hostvars.get(hosts[0], {}).get("sglang_monitoring_enabled") is False:
-        return None
-    return hosts[0]
+    """The host of Prometheus and Alertmanager (monitoring_host), None with monitoring off."""
+    host = monitoring_host(c.groups)
+    return None if host is None or c.hostvars.get(host, {}).get("sglang_monitoring_enabled") is False else host
 
 
 def _monitoring_durations(c: StackContext) -> Iterator[Finding]:

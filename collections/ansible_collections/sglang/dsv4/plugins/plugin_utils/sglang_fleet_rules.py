@@ -47,6 +47,12 @@ def front_metrics_port() -> Any:
     return defaults["sglang_defaults_frontend"]["metrics_port"]
 
 
+def monitoring_host(groups: Mapping[str, Sequence[str]]) -> str | None:
+    """The host of Prometheus and Alertmanager (sglang_defaults_monitoring_server): the first sglang_monitoring
+    host, else the first router; None without either."""
+    return next(iter([*groups.get("sglang_monitoring", []), *groups.get("sglang_router", [])]), None)
+
+
 def component_listeners(
     host: str, hostvars: Mapping[str, Any], groups: Mapping[str, Sequence[str]]
 ) -> list[tuple[str, int]]:
@@ -63,8 +69,7 @@ def component_listeners(
         out.append(("sglang_frontend_port", value("sglang_frontend_port", "sglang_frontend")))
         stats = value("sglang_frontend_stats_port", "sglang_frontend", front_metrics_port())
         out.append(("sglang_frontend_stats_port", stats))
-    monitoring = [*groups.get("sglang_monitoring", []), *groups.get("sglang_router", [])]
-    if monitoring and monitoring[0] == host:
+    if monitoring_host(groups) == host:
         for name in ("sglang_monitoring_prometheus_listen", "sglang_monitoring_alertmanager_listen"):
             out.append((name, _listen_port(value(name, "sglang_monitoring"))))
     if host in {*groups.get("sglang_prefill", []), *groups.get("sglang_decode", [])}:
