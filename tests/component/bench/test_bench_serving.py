@@ -21,10 +21,11 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_engine_live imp
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
 from sglang_envelope_cli import bench
 from sglang_envelope_cli.commands import main
-from simtools import Launcher, free_port
+from simtools import Launcher, metrics_url
 
 REPO = Path(__file__).resolve().parents[3]
 LAB_KEY = "lab-test-key-not-secret"  # inventories/lab/group_vars/all/lab.yml
+KEYED = ["--context-length", "8192", "--api-key", LAB_KEY]  # the simulated engines' flags
 SERVING = next(bench.PARSER_VENV.glob("lib/python*/site-packages/sglang/benchmark/serving.py"), None)
 
 
@@ -39,14 +40,7 @@ def test_every_flag_the_bench_passes_is_bench_servings_own() -> None:
 def test_bench_against_simulators_and_smg(
     launcher: Launcher, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    bport = free_port()
-    common = ["--context-length", "8192", "--api-key", LAB_KEY]
-    prefill = launcher.sim([*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)])
-    decode = launcher.sim([*common, "--disaggregation-mode", "decode"])
-    _router, url = launcher.smg(
-        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
-         "--policy", "round_robin", "--api-key", LAB_KEY]
-    )  # fmt: skip
+    _router, url = launcher.pd_router(KEYED, ["--policy", "round_robin", "--api-key", LAB_KEY])
     out = tmp_path / "report"
     argv = ["bench", "--inventory", str(REPO / "inventories" / "lab"), "--url", url, "--want", "4x300"]
     rc = main([*argv, "--output-tokens", "100", "--concurrency", "4,1", "--out", str(out)])
@@ -85,17 +79,10 @@ def test_bench_measures_calls_whose_first_token_outlasts_smg_s_keep_alive(
     """smg writes an SSE comment (`: ping`) every --sse-keepalive-secs while a first token is pending (here 1 s, its
     default 15 s); the runner skips comment lines as SSE clients do, so bench_serving measures those calls instead
     of failing on them (orjson.JSONDecodeError)."""
-    bport = free_port()
     slow = {"SGLANG_SIM_TTFT_MS": "3500"}
-    common = ["--context-length", "8192", "--api-key", LAB_KEY]
-    prefill = launcher.sim(
-        [*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], env=slow
+    _router, url = launcher.pd_router(
+        KEYED, ["--policy", "round_robin", "--api-key", LAB_KEY, "--sse-keepalive-secs", "1"], slow
     )
-    decode = launcher.sim([*common, "--disaggregation-mode", "decode"], env=slow)
-    _router, url = launcher.smg(
-        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
-         "--policy", "round_robin", "--api-key", LAB_KEY, "--sse-keepalive-secs", "1"]
-    )  # fmt: skip
     out = tmp_path / "report"
     argv = ["bench", "-i", str(REPO / "inventories" / "lab"), "--url", url, "--want", "2x300", "--output-tokens", "50"]
     rc = main([*argv, "--concurrency", "2", "--out", str(out), "--json"])
@@ -116,18 +103,9 @@ def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path, s
     """SIGTERM (a `timeout`, a test's teardown) or SIGINT to `sglang-envelope bench` alone ends the load it sends,
     with the shell's code for the signal: the runner it started does not go on filling the router's admission window
     after the command is gone."""
-    bport = free_port()
     slow = {"SGLANG_SIM_TTFT_MS": "200", "SGLANG_SIM_TOKENS_PER_SEC": "10"}
-    common = ["--context-length", "8192", "--api-key", LAB_KEY]
-    prefill = launcher.sim(
-        [*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], env=slow
-    )
-    decode = launcher.sim([*common, "--disaggregation-mode", "decode"], env=slow)
-    router, url = launcher.smg(
-        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
-         "--policy", "round_robin", "--api-key", LAB_KEY]
-    )  # fmt: skip
-    metrics = f"http://127.0.0.1:{router.argv[router.argv.index('--prometheus-port') + 1]}/metrics"
+    router, url = launcher.pd_router(KEYED, ["--policy", "round_robin", "--api-key", LAB_KEY], slow)
+    metrics = metrics_url(router)
     argv = ["bench", "-i", str(REPO / "inventories" / "lab"), "--url", url, "--want", "40x300", "--no-time"]
     argv += ["--output-tokens", "200", "--concurrency", "4", "--prompts", "40", "--out", str(tmp_path / "report")]
     cli = [sys.executable, "-m", "sglang_envelope_cli", *argv]

@@ -14,7 +14,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import P
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import build
 from promtools import parse_exposition
 from sglang_envelope_cli.commands import model_config_for
-from simtools import Launcher, free_port, post_together
+from simtools import Launcher, metrics_url, post_together
 
 SLOW = {"SGLANG_SIM_TTFT_MS": "300", "SGLANG_SIM_TOKENS_PER_SEC": "20", "SGLANG_SIM_STEP_MS": "20"}
 COMMON = ["--served-model-name", "dsv4", "--context-length", "8192", "--max-running-requests", "16", "--enable-metrics"]
@@ -30,16 +30,10 @@ def _names(lab_inventory: Any) -> set[str]:
 
 
 def test_smg_exports_what_the_rules_read(launcher: Launcher, lab_inventory: Any) -> None:
-    bport = free_port()
-    prefill = launcher.sim(
-        [*COMMON, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], SLOW
+    router, url = launcher.pd_router(
+        COMMON, ["--policy", "round_robin", "--max-concurrent-requests", "1", "--queue-size", "1"], SLOW
     )
-    decode = launcher.sim([*COMMON, "--disaggregation-mode", "decode"], SLOW)
-    router, url = launcher.smg(
-        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
-         "--policy", "round_robin", "--max-concurrent-requests", "1", "--queue-size", "1"]
-    )  # fmt: skip
-    metrics = f"http://127.0.0.1:{router.argv[router.argv.index('--prometheus-port') + 1]}/metrics"
+    metrics = metrics_url(router)
     # One call runs (0.3 s + 60 tokens at 20 tokens/s = 3.3 s), one waits, two are refused; the pages see them.
     body = {"text": "hello world", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
     pages: list[str] = []

@@ -96,6 +96,11 @@ def wait_http_ok(url: str, timeout: float, proc: Proc | None = None) -> None:
     raise AssertionError(f"{url} not ready after {timeout}s: {last}\n{proc.log() if proc else ''}")
 
 
+def metrics_url(router: Proc) -> str:
+    """The metrics page of a router Launcher.smg started."""
+    return f"http://127.0.0.1:{router.argv[router.argv.index('--prometheus-port') + 1]}/metrics"
+
+
 def post_together(urls: list[str], body: Mapping[str, object], spread_s: float = 5.0) -> list[int]:
     """POST `body` to every URL at once (one thread each, its connection open before a barrier) and return the status
     codes in order. Fails if the sends were more than `spread_s` apart, which a call of that length would outlast."""
@@ -168,6 +173,20 @@ class Launcher:
         url = f"http://127.0.0.1:{port}"
         wait_http_ok(url + "/readiness", 20.0, proc)
         return proc, url
+
+    def pd_router(
+        self, engine_args: list[str], router_args: list[str], env: dict[str, str] | None = None
+    ) -> tuple[Proc, str]:
+        """A simulated prefill and decode engine (each with `engine_args` and `env`) behind smg in PD mode (with
+        `router_args`): (the router, its URL)."""
+        bport = free_port()
+        prefill = self.sim(
+            [*engine_args, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], env
+        )
+        decode = self.sim([*engine_args, "--disaggregation-mode", "decode"], env)
+        return self.smg(
+            ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url, *router_args]
+        )
 
     def close(self) -> None:
         for p in reversed(self.procs):

@@ -5,20 +5,13 @@ reaches the port is served, and the router passes no key on to the engines."""
 from __future__ import annotations
 
 import httpx
-from simtools import Launcher, free_port
+from simtools import Launcher
 
 BODY = {"text": "hi", "sampling_params": {"max_new_tokens": 4}}
 
 
 def _router(launcher: Launcher, *key: str) -> str:
-    bport = free_port()
-    common = ["--context-length", "8192", *key]
-    prefill = launcher.sim([*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)])
-    decode = launcher.sim([*common, "--disaggregation-mode", "decode"])
-    _proc, url = launcher.smg(
-        ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url, *key]
-    )
-    return url
+    return launcher.pd_router(["--context-length", "8192", *key], list(key))[1]
 
 
 def test_with_a_key_a_call_without_it_gets_401(launcher: Launcher) -> None:

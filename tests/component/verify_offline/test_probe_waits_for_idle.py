@@ -18,7 +18,7 @@ import pytest
 from verify_remote import PROBE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from simtools import MODEL_CONFIG, Launcher, free_port
+from simtools import MODEL_CONFIG, Launcher, metrics_url
 
 SLOW = {"SGLANG_SIM_TTFT_MS": "100", "SGLANG_SIM_TOKENS_PER_SEC": "10"}
 
@@ -31,17 +31,12 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     model.joinpath("config.json").write_text(MODEL_CONFIG.read_text())
     launcher = Launcher(model, tmp_path_factory.mktemp("logs"))
     try:
-        bport = free_port()
-        common = ["--context-length", "8192"]
-        prefill = launcher.sim(
-            [*common, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)], SLOW
+        proc, url = launcher.pd_router(
+            ["--context-length", "8192"],
+            ["--policy", "round_robin", "--max-concurrent-requests", "2", "--queue-size", "2"],
+            SLOW,
         )
-        decode = launcher.sim([*common, "--disaggregation-mode", "decode"], SLOW)
-        proc, url = launcher.smg(
-            ["--pd-disaggregation", "--prefill", prefill.url, str(bport), "--decode", decode.url,
-             "--policy", "round_robin", "--max-concurrent-requests", "2", "--queue-size", "2"]
-        )  # fmt: skip
-        yield url, f"http://127.0.0.1:{proc.argv[proc.argv.index('--prometheus-port') + 1]}"
+        yield url, metrics_url(proc).removesuffix("/metrics")
     finally:
         launcher.close()
 
