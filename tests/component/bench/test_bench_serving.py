@@ -108,7 +108,9 @@ def test_a_terminated_bench_stops_its_load(launcher: Launcher, tmp_path: Path, s
     metrics = metrics_url(router)
     argv = ["bench", "-i", str(REPO / "inventories" / "lab"), "--url", url, "--want", "40x300", "--no-time"]
     argv += ["--output-tokens", "200", "--concurrency", "4", "--prompts", "40", "--out", str(tmp_path / "report")]
-    cli = [sys.executable, "-m", "sglang_envelope_cli", *argv]
+    # SIGINT at its default, as a terminal's foreground job has it: a job that a shell started with `&` (make test's
+    # passes) inherits SIGINT ignored, and Python then leaves it ignored. env execs, so the pid stays the command's.
+    cli = ["env", "--default-signal=INT", sys.executable, "-m", "sglang_envelope_cli", *argv]
     with subprocess.Popen(cli, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
         deadline = time.monotonic() + 120
         while _admission(metrics) < 1 and proc.poll() is None and time.monotonic() < deadline:
