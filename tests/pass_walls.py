@@ -1,8 +1,9 @@
 """Print the wall time of each pass of `make test` (or `make test-stress`) from the stamps the recipe wrote.
 
 The file has one line per stamp, `NAME EPOCH_SECONDS EXIT_STATUS`: `start`, `lint-sanity` and `labs-up` mark
-moments; the passes (`without-lab`, then `molecule` after it, `lab1`, `lab2`, `lab3`) mark their end. The tests
-without the lab (and molecule after them) count from the recipe's start; the lab passes from the labs' boot.
+moments; the passes (`without-lab`, then `molecule` after it, `lab1`, `lab2`, `lab3`, then `verify` once they are
+done) mark their end. The tests without the lab (and molecule and verify after them) count from the recipe's start;
+the lab passes from the labs' boot.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ LABELS = {
     "labs-up": "labs booted",
     "without-lab": "tests without the lab (2 workers)",
     "molecule": "then molecule test on lab4",
-    "lab1": "lab1: lab tests, then verify",
+    "lab1": "lab1: lab tests",
     "lab2": "lab2: fault suite 1/2, single-host rollout",
     "lab3": "lab3: fault suite 2/2, multi-host rollout",
+    "verify": "then verify on lab1, the other passes done",
 }
 
 
