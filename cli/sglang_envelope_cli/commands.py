@@ -350,7 +350,8 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
     """Print the limit that would reject a request of this shape, with the server's text; exit 0 if admitted."""
     try:
         hostvars, groups = load_inventory(inventory)
-        decode = [e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode"]
+        every = fleet_capacity(hostvars, groups)
+        decode = [e for e in every if e["role"] == "decode"]
         routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
     except (EnvelopeError, CapacityError) as exc:
         return OUT.error(str(exc))
@@ -358,7 +359,13 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
         return OUT.error(f"inventory {inventory}: no host in {GROUPS['decode']}; fix: declare the decode engines")
     engines = [Engine.from_limits(e["host"], "decode", e["limits"]) for e in decode]
     verdict = check_request(
-        decode[0]["limits"], routers[0] if routers else {}, input_tokens, max_new_tokens, chat, engines=engines
+        # every engine judges the length; among equal limits the decode engine, which generates, is named
+        [e["limits"] for e in sorted(every, key=lambda e: e["role"] != "decode")],
+        routers[0] if routers else {},
+        input_tokens,
+        max_new_tokens,
+        chat,
+        engines=engines,
     )
     shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
     OUT.put("request", {"input_tokens": input_tokens, "max_new_tokens": max_new_tokens, "chat": chat})

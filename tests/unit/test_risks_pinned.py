@@ -103,9 +103,11 @@ def test_a_queue_that_drains_exactly_at_its_timeout_is_no_finding() -> None:
     ]
 
 
-def test_the_full_prefill_is_the_longest_context_of_the_prefill_engines() -> None:
-    """One prefill engine at context_length 8,192 does not shorten the longest prompt the other one takes: 524,288
-    tokens at 200 tokens/s is still 2,621.4 s."""
+def test_the_full_prefill_is_the_fleets_per_call_context() -> None:
+    """One prefill engine at context_length 8,192 shortens every call the fleet serves (smg pairs any prefill with any
+    decode engine; the fleet answer's per-call context is the smallest of any engine): a full prefill is 8,192 tokens
+    at 200 tokens/s, 40.96 s, within the router's 1,800 s. The 524,288 tokens the other engine would take (2,621.4 s)
+    are no call of this fleet's envelope; check_fleet's timeout rule times the same served context."""
     hostvars, groups = shipped_inventory("multinode")
     for hv in hostvars.values():
         hv["sglang_workload"] = {"prefill_tokens_per_sec": 200}
@@ -114,7 +116,8 @@ def test_the_full_prefill_is_the_longest_context_of_the_prefill_engines() -> Non
     config = model_config_for(hostvars["decode-01"])
     found = [f.numbers for f in risks(declared_state(fleet, config), fleet, config)
              if f.id == "request_timeout_below_full_prefill"]  # fmt: skip
-    assert found == [{"prefill_secs": 2621.4, "request_timeout_secs": 1800}]
+    assert found == []
+    assert declared_state(fleet, config).memory().per_call_context == 8192
 
 
 def test_the_declared_state_of_the_multinode_fleet() -> None:

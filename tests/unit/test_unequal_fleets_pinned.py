@@ -17,6 +17,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import (
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Shape, fleet_fit, plan, rollout_plan
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
+from sglang_envelope_cli import commands as cli
 
 # ---------------------------------------------------------------- the fleet answer
 
@@ -201,3 +202,97 @@ def test_the_time_model_reads_the_smallest_running_slots() -> None:
     """decode-03 runs 16, the others 64: the time model's decode engine runs 16, with or without a call length."""
     fleet, config = uf.one_small_decode()
     assert [perf.shape_of(fleet, config, t).decode_max_running for t in (None, 4000)] == [16, 16]
+
+
+# ---------------------------------------------------------------- a request's verdict (check-request)
+
+
+def _check_request(monkeypatch: pytest.MonkeyPatch, own: dict[str, dict[str, int]], *shape: int) -> int:
+    """check_request_command on the multinode inventory with `own` declared in host variables."""
+    fleet, _ = uf.multinode(**own)
+    monkeypatch.setattr(cli, "load_inventory", lambda inventory: (fleet.hostvars, fleet.groups))
+    return cli.check_request_command("multinode", *shape, False)
+
+
+@pytest.mark.parametrize(
+    ("own", "shape", "code", "out"),
+    [
+        # decode-02 at 262,144; decode-01, the first decode engine, at 524,288 would take it.
+        (
+            {"decode-02": {"context_length": 262_144}},
+            (300_000, 10),
+            1,
+            "300000 input + 10 new tokens: refused by context_length (HTTP 400): The input (300000 tokens) is longer "
+            "than the model's context length (262144 tokens).",
+        ),
+        # prefill-02 at 131,072: 131,000 + 100 = 131,100 > 131,072.
+        (
+            {"prefill-02": {"context_length": 131_072}},
+            (131_000, 100),
+            1,
+            "131000 input + 100 new tokens: refused by context_length (HTTP 400): Requested token count exceeds the "
+            "model's maximum context length of 131072 tokens. You requested a total of 131100 tokens: 131000 tokens "
+            "from the input messages and 100 tokens for the completion. Please reduce the number of tokens in the "
+            "input messages or the completion to fit within the limit.",
+        ),
+        # prefill-02 at 131,072: max_req_len 131,071, max_req_input_len 131,071 - 5 = 131,066 <= 131,068.
+        (
+            {"prefill-02": {"context_length": 131_072}},
+            (131_068, 0),
+            1,
+            "131068 input + 0 new tokens: refused by max_req_input_len (HTTP 400): Input length (131068 tokens) "
+            "exceeds the maximum allowed length (131066 tokens). Use a shorter input or enable --allow-auto-truncate.",
+        ),
+        # decode-03's pool capped at 100,000 // 256 x 256 = 99,840 tokens: max_req_len = min(524,288 - 1, 99,840 - 1)
+        # = 99,839, so 60,000 new tokens after 50,000 are capped at 99,839 - 50,000 - 1 = 49,838.
+        (
+            {"decode-03": {"max_total_tokens": 100_000}},
+            (50_000, 60_000),
+            0,
+            "50000 input + 60000 new tokens: refused by kv_pool (HTTP 200): no error: the scheduler caps "
+            "max_new_tokens at 49838 (max_req_len 99839 = min(context_len - 1, KV pool 99840 - 1)), so the answer "
+            "stops early",
+        ),
+    ],
+)
+def test_a_request_is_judged_by_the_engine_that_admits_least(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    own: dict[str, dict[str, int]],
+    shape: tuple[int, int],
+    code: int,
+    out: str,
+) -> None:
+    """smg sends a call to any prefill and any decode engine: the request is judged by every engine's limits, and the
+    one engine that refuses it (by context, input length or KV pool) is what the caller meets, wherever it sits in
+    the inventory."""
+    assert _check_request(monkeypatch, own, *shape) == code
+    assert capsys.readouterr().out == out + "\n"
+
+
+def test_a_request_admitted_counts_each_decode_engines_pool(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """decode-03's pool is 99,840 tokens (as above). A call of 5,000 + 10 = 5,010 tokens takes 20 pages = 5,120, +
+    512 = 5,632: decode-03 holds 99,840 // 5,632 = 17 (18 x 5,632 = 101,376 is over), decode-01 and decode-02 their
+    64 slots (11,159,040 // 5,632 = 1,981 in the pool). 64 + 64 + 17 = 145 at once, below the router's 192."""
+    monkeypatch.setattr(cli, "_TIME", {**cli._TIME, "on": False})
+    assert _check_request(monkeypatch, {"decode-03": {"max_total_tokens": 100_000}}, 5000, 10) == 0
+    assert capsys.readouterr().out.startswith("5000 input + 10 new tokens: admitted: 145 like it run at once; ")
+
+
+# ---------------------------------------------------------------- the risks: timeouts
+
+
+def test_the_prefill_timeout_risk_reads_the_fleets_per_call_context() -> None:
+    """prefill-02 declares context_length 131,072 (the others 524,288): the fleet serves no call longer than 131,072
+    tokens (the fleet answer's per-call context). At a declared 50 tokens/s a full prefill takes 131,072 / 50 =
+    2,621.44 s, above the router's request_timeout_secs of 1,800; the fix is ceil(2,621.44 x 1.5) = ceil(3,932.16)
+    = 3,933 s. (524,288 / 50 = 10,485.76 s would be a call the fleet never serves.)"""
+    fleet, config = uf.multinode(**{"prefill-02": {"context_length": 131_072}})
+    for hv in fleet.hostvars.values():
+        hv["sglang_workload"] = {"prefill_tokens_per_sec": 50}
+    found = [f for f in risks(declared_state(fleet, config), fleet, config)
+             if f.id == "request_timeout_below_full_prefill"]  # fmt: skip
+    assert [f.numbers for f in found] == [{"prefill_secs": 2621.4, "request_timeout_secs": 1800}]
+    assert any("3933" in line for line in found[0].fixes[0]["diff"]), found[0].fixes

@@ -17,6 +17,8 @@ from .sglang_router_rules import payload_bytes
 
 # Chat requests carry a template around the prompt; the rendered template adds a few tokens per message.
 CHAT_TEMPLATE_TOKENS = 16
+# SGLang's length checks, in the order it applies them.
+LENGTH_LIMITS = ("context_length", "max_req_input_len")
 
 
 @dataclass(frozen=True)
@@ -67,20 +69,30 @@ def check_request(
     decode_engines: int = 1,
     engines: Sequence[Engine] | None = None,
 ) -> Verdict:
-    """The verdict for one request shape against one decode engine's limits (capacity model EngineLimits) and
-    the router envelope. Admission is the fleet answer over `engines` (sglang_fleet), else over
-    `decode_engines` engines like the one given."""
+    """The verdict for one request shape against the engines' limits (capacity model EngineLimits: one engine's, or a
+    sequence of every engine's, prefill and decode) and the router envelope. smg may send the call to any prefill and
+    any decode engine, so the length checks are the tightest engine's: the first check any engine refuses it by,
+    with the text of the engine that refuses it by the smallest limit (the first given among equals). Admission is
+    the fleet answer over `engines` (sglang_fleet), else over `decode_engines` engines like the one with the smallest
+    max_req_len."""
+    every = list(limits) if isinstance(limits, Sequence) else [limits]
     prompt = input_tokens + (CHAT_TEMPLATE_TOKENS if chat else 0)
-    error = length_error(limits.context_len, limits.max_req_input_len, prompt, max_new_tokens)
-    if error:
-        return error
-    cap = max(0, limits.max_req_len - prompt - 1)
+    refusals = []
+    for one in every:
+        error = length_error(one.context_len, one.max_req_input_len, prompt, max_new_tokens)
+        if error:
+            bound = one.context_len if error.limit == "context_length" else one.max_req_input_len
+            refusals.append((LENGTH_LIMITS.index(error.limit), bound, error))
+    if refusals:
+        return min(refusals, key=lambda r: r[:2])[2]
+    tightest = min(every, key=lambda one: int(one.max_req_len))
+    cap = max(0, tightest.max_req_len - prompt - 1)
     if max_new_tokens > cap:
         return Verdict(
             "kv_pool",
             200,
-            f"no error: the scheduler caps max_new_tokens at {cap} (max_req_len {limits.max_req_len} = "
-            f"min(context_len - 1, KV pool {limits.max_total_num_tokens} - 1)), so the answer stops early",
+            f"no error: the scheduler caps max_new_tokens at {cap} (max_req_len {tightest.max_req_len} = "
+            f"min(context_len - 1, KV pool {tightest.max_total_num_tokens} - 1)), so the answer stops early",
         )
     size = router.get("max_payload_size")
     body = payload_bytes(prompt)
@@ -91,7 +103,7 @@ def check_request(
             f"Request body exceeded the payload limit (max_payload_size) (a body of up to {body} bytes "
             f"against max_payload_size={size})",
         )
-    fleet = list(engines or [Engine.from_limits("decode", "decode", limits)] * max(1, decode_engines))
+    fleet = list(engines or [Engine.from_limits("decode", "decode", tightest)] * max(1, decode_engines))
     fits = answer(fleet, [router], prompt + max_new_tokens).memory.parallel
     if fits < 1:
         return Verdict(

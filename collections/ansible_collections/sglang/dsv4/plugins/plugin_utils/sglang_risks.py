@@ -233,9 +233,8 @@ def _ladder(sizes: list[int], top: int) -> list[int]:
 def _timeouts(judge: _Judge) -> None:
     state, work = judge.state, judge.state.workload
     speed = work.get("prefill_tokens_per_sec")
-    prefill = state.role("prefill") or state.role("decode")
-    if speed and prefill:
-        context = max(e.context_len for e in prefill)
+    if speed and state.engines:
+        context = state.memory().per_call_context  # the longest call the fleet serves: its shortest engine's
         seconds = context / float(speed)
         for router in state.routers:
             timeout = router.get("request_timeout_secs")
