@@ -16,6 +16,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import (
     answer,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Shape, fleet_fit, plan, rollout_plan
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import capacity_lines, fleet_capacity, fleet_lines
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
 from sglang_envelope_cli import commands as cli
 
@@ -90,6 +91,37 @@ def test_the_shortest_context_of_any_engine_serves_the_fleet(tokens: int | None,
     memory = answer(uf.UNEQUAL_CONTEXTS, [], tokens).memory
     assert (memory.per_call_context, memory.served_tokens) == (131_072, 131_070)
     assert (memory.tokens, memory.parallel, memory.binding) == (tokens or 131_070, parallel, binding)
+
+
+def test_the_audit_report_answers_from_each_live_engine() -> None:
+    """The live fleet (unequal_fleets.LIVE_FLEET). Per-call context = min(p-long 524,288, p-short 262,144, d-zero
+    524,288, d-small 524,288) = 262,144; a call is served at most 262,142 tokens = 1,024 pages of 256 = 262,144.
+    At that length d-zero (reserve 0) holds 11,159,040 // 262,144 = 42 (43 x 262,144 = 11,272,192 is over), below its
+    64 slots; d-small (reserve 512) 2,000,000 // 262,656 = 7 (8 x 262,656 = 2,101,248 is over), below its 8 slots:
+    42 + 7 = 49 at the full context, bound by the pools (running 64 + 8 = 72, routers 100 + 50 = 150). Short calls
+    (1 token: 1 page, 256 + 0 and 256 + 512 tokens) fill both engines' slots: 72, bound by them. Total context =
+    11,159,040 + 2,000,000 = 13,159,040 tokens. The routers queue 10 + 20 = 30 calls, a call waits up to the longer
+    queue_timeout_secs, max(30, 60) = 60 s."""
+    fleet = fleet_capacity(uf.LIVE_FLEET)
+    assert fleet_lines(fleet) == [
+        "parallel calls: 72, bound by decode fleet max_running_requests",
+        "parallel calls at the full context of 262144 tokens: 49, bound by decode KV pools at full context",
+        "router: 150 in flight, then 30 queued for up to 60 s, then 429",
+        "per-call context: 262144 tokens; total context (decode KV pools): 13159040 tokens",
+        "decode fleet (2 engines): runs 72 requests at once; 49 at the full context of 262144 tokens",
+    ]
+
+
+def test_the_audit_report_answers_each_live_engine_at_its_own_context() -> None:
+    """An engine's own line is at its own effective context, 524,288 (served 524,286 = 2,048 pages = 524,288
+    tokens), beside the fleet's: d-zero (reserve 0) 11,159,040 // 524,288 = 21 (22 x 524,288 = 11,534,336 is over);
+    d-small (reserve 512) 2,000,000 // 524,800 = 3 (4 x 524,800 = 2,099,200 is over), its 8 slots aside."""
+    assert [capacity_lines(s)[0] for s in uf.LIVE_FLEET[2:4]] == [
+        "live KV pool 11159040 tokens, effective context 524288: 21 full-length requests fit; with "
+        "max_running_requests 64, 21 run at once",
+        "live KV pool 2000000 tokens, effective context 524288: 3 full-length requests fit; with "
+        "max_running_requests 8, 3 run at once",
+    ]
 
 
 # ---------------------------------------------------------------- the planner

@@ -6,6 +6,8 @@ different figure. Two levels:
 
 - engine fleets (sglang_fleet.Engine lists), for the fleet answer itself. Calls are 200,000 tokens: 782 pages of 256
   = 200,192 tokens, 200,704 with a PD decode admission reserve of 512 (SGLang's --num-reserved-decode-tokens);
+- live fleets (sglang_report.Server lists), for the audit report's fleet answer: engines as /server_info states
+  them and routers as their argv does;
 - declared fleets: the multinode inventory (2 prefill, 3 decode, 1 router; every decode engine 64 running slots, the
   router 192) with one host's own envelope changed in its host variables, as an operator writes host_vars.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import Engine, Memory, answer
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Fleet
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import Server, engine_capacity
 from sglang_envelope_cli.commands import model_config_for
 from shipped import shipped_inventory
 
@@ -57,6 +60,35 @@ UNEQUAL_CONTEXTS = [
     decode("d-long", 10**8),
 ]
 
+
+# ---------------------------------------------------------------- live fleets
+
+
+def live_engine(host: str, role: str, pool: int, running: int, context: int = CONTEXT, **more: Any) -> Server:
+    """An engine as the audit reads it: its /server_info values (`more` adds some, as num_reserved_decode_tokens)
+    and the capacity entry the report makes of them."""
+    live = {"max_total_tokens": pool, "max_running_requests": running, "context_length": context, "page_size": PAGE,
+            "disaggregation_mode": role, **more}  # fmt: skip
+    server = Server(host, role, "ok", live=live)
+    server.capacity = engine_capacity(server, None)
+    return server
+
+
+def live_router(host: str, admits: int, queue: int, queue_timeout: int) -> Server:
+    live = {"max_concurrent_requests": admits, "queue_size": queue, "queue_timeout_secs": queue_timeout}
+    return Server(host, "router", "ok", live=live)
+
+
+# Prefill contexts of 524,288 and 262,144; a decode engine reporting num_reserved_decode_tokens 0 with 64 slots
+# beside a small one keeping SGLang's 512 with 8; two routers admitting 100 and 50.
+LIVE_FLEET = [
+    live_engine("p-long", "prefill", 10_000_000, 256),
+    live_engine("p-short", "prefill", 4_000_000, 256, 262_144),
+    live_engine("d-zero", "decode", 11_159_040, 64, num_reserved_decode_tokens=0),
+    live_engine("d-small", "decode", 2_000_000, 8),
+    live_router("r-1", 100, 10, 30),
+    live_router("r-2", 50, 20, 60),
+]
 
 # ---------------------------------------------------------------- declared fleets
 
