@@ -116,6 +116,15 @@ def one_large_decode() -> tuple[Fleet, dict[str, Any]]:
                         "decode-03": {"max_running_requests": 16}})  # fmt: skip
 
 
+def one_smaller_decode_gpu(first: str = "decode-01") -> tuple[Fleet, dict[str, Any]]:
+    """decode-03 on a GPU of 80 GiB, the others on their 141; `first` is listed first among the decode hosts."""
+    fleet, config = multinode()
+    fleet.hostvars["decode-03"]["sglang_gpu_memory_gib"] = 80
+    decode = fleet.groups["sglang_decode"]
+    fleet.groups["sglang_decode"] = [first, *(h for h in decode if h != first)]
+    return fleet, config
+
+
 def one_small_prefill_pool(tokens: int) -> tuple[Fleet, dict[str, Any]]:
     """prefill-02's KV pool capped at `tokens` (max_total_tokens), prefill-01's as the memory gives it."""
     return multinode(**{"prefill-02": {"max_total_tokens": tokens}})

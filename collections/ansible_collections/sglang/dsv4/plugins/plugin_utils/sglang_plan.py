@@ -344,12 +344,15 @@ def _admit(fleet: Fleet, option: Option, calls: int) -> None:
 
 
 def _safe_fraction(fleet: Fleet) -> float:
-    """What SGLang would pick for a decode engine of this fleet with --mem-fraction-static unset."""
-    host = fleet.hosts("decode")[0]
-    hv = fleet.hostvars[host]
-    env = engine_envelope("decode", hv)
-    activation = activation_tokens("decode", env.get("max_running_requests"), None)  # a decode engine: its batch
-    return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
+    """What SGLang would pick with --mem-fraction-static unset, on the decode engine where it picks least (its GPU
+    memory, TP size and running batch): the one fraction set on every decode engine leaves each its reserve."""
+
+    def sglang_choice(hv: Mapping[str, Any]) -> float:
+        env = engine_envelope("decode", hv)
+        activation = activation_tokens("decode", env.get("max_running_requests"), None)  # a decode engine: its batch
+        return default_mem_fraction(float(hv["sglang_gpu_memory_gib"]), int(env.get("tp_size") or 1), activation)
+
+    return min(sglang_choice(fleet.hostvars[h]) for h in fleet.hosts("decode"))
 
 
 def _variant(base: Fleet, calls: int, *, fp8: bool, fraction: float | None, extra: int) -> Option:
@@ -362,7 +365,7 @@ def _variant(base: Fleet, calls: int, *, fp8: bool, fraction: float | None, extr
     if fraction is not None:
         _set(fleet, option, "decode", "mem_fraction_static", fraction)
         parts.append(f"decode mem_fraction_static {fraction} (SGLang's own choice on this GPU)")
-        gib = float(fleet.hostvars[fleet.hosts("decode")[0]]["sglang_gpu_memory_gib"])
+        gib = min(float(fleet.hostvars[h]["sglang_gpu_memory_gib"]) for h in fleet.hosts("decode"))
         option.caveats.append(
             f"leaves {gib * (1 - fraction):.1f} GiB per GPU outside the static pool for activations and cuda graphs "
             "(SGLang's own default reserve)"
