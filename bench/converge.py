@@ -52,7 +52,7 @@ def _env(junit_dir: str) -> dict[str, str]:
         **os.environ,
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.junit",
+        "ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.junit,sglang.dsv4.preload",
         "JUNIT_OUTPUT_DIR": junit_dir,
         "JUNIT_TASK_CLASS": "yes",
     }

@@ -1,0 +1,59 @@
+# Copyright: the sglang.dsv4 authors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Import the collection's Python once, in the controller's main process."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ansible.plugins.callback import CallbackBase
+from ansible.utils.display import Display
+
+DOCUMENTATION = r"""
+name: preload
+type: aggregate
+short_description: Import the collection's Python once, before any task runs
+description:
+  - Ansible runs each task in a worker process forked from its main process. A filter, lookup or action of this
+    collection that imports C(plugin_utils) or C(module_utils) pays that import again in every task's worker
+    (30 to 250 ms a task).
+  - This callback imports every module of C(plugins/plugin_utils) and C(plugins/module_utils) when Ansible loads it,
+    in the main process, so each worker inherits them already imported.
+  - It changes no output and no result. Enable it in C(ansible.cfg) (C(callbacks_enabled = sglang.dsv4.preload)),
+    as this repository's C(ansible.cfg) does.
+requirements: []
+"""
+
+display = Display()
+
+PACKAGES = (
+    "ansible_collections.sglang.dsv4.plugins.module_utils",
+    "ansible_collections.sglang.dsv4.plugins.plugin_utils",
+)
+
+
+def preload(packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Import every module of `packages`; return the modules that failed, each with its error."""
+    failed: list[str] = []
+    for name in packages:
+        package = importlib.import_module(name)
+        for info in pkgutil.iter_modules(package.__path__):
+            module = f"{name}.{info.name}"
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # a module that fails here fails again, named, in its task
+                failed.append(f"{module}: {exc}")
+    return failed
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "sglang.dsv4.preload"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        for problem in preload():
+            display.warning(f"sglang.dsv4.preload could not import {problem}; the task that needs it will say why")
