@@ -82,6 +82,16 @@ def run(label: str, *args: str, playbook: str = "site.yml") -> Result:
     return Result(label, seconds, int(host["changed"]), int(host["ok"]), sorted(tasks, reverse=True))
 
 
+def per_play(tasks: list[tuple[float, str]]) -> dict[str, tuple[int, float]]:
+    """Task results and their seconds per play (the junit callback names a task "[host] play: task")."""
+    out: dict[str, tuple[int, float]] = {}
+    for seconds, name in tasks:
+        play = name.split("] ", 1)[-1].split(":", 1)[0]
+        count, total = out.get(play, (0, 0.0))
+        out[play] = (count + 1, total + seconds)
+    return out
+
+
 def on_lab(command: str) -> str:
     proc = subprocess.run(
         [str(BIN / "ansible"), HOST, "-m", "ansible.builtin.shell", "-a", command],
@@ -121,6 +131,10 @@ def main() -> None:
     print(f"{'run':<24}{'wall s':>9}{'tasks ok':>10}{'changed':>9}")
     for r in results:
         print(f"{r.label:<24}{r.seconds:>9.1f}{r.ok:>10}{r.changed:>9}")
+    for r in results[1:]:
+        print(f"\nper play, {r.label} (task results, seconds):")
+        for play, (count, seconds) in per_play(r.tasks).items():
+            print(f"  {count:4d} {seconds:7.2f}  {play}")
     for r in results:
         print(f"\nslowest tasks, {r.label}:")
         for seconds, name in r.tasks[: opts.top]:
