@@ -50,6 +50,7 @@ class Front:
     dir: Path
     sock: str
     commands: list[str]  # every runtime API command sent through sglang_haproxy, in order
+    routers: dict[str, socket.socket]
 
     def status(self, backend: str = "sglang_routers") -> dict[str, tuple[str, int]]:
         """(status, open sessions) of each server of `backend`, as HAProxy's `show stat` gives them."""
@@ -64,6 +65,15 @@ class Front:
 
     def changes(self) -> list[str]:
         return [c for c in self.commands if not c.startswith("show ")]
+
+    def stop(self, name: str) -> None:
+        """The router stops (as the router role stops it for its restart, drained)."""
+        router = self.routers.pop(name)
+        router.close()
+        (self.dir / f"{name}.sock").unlink()
+
+    def start(self, name: str) -> None:
+        self.routers[name] = stand_in_router(self.dir / f"{name}.sock")
 
     def hold(self) -> socket.socket:
         """A client session through the front, open until the returned socket is closed."""
@@ -103,7 +113,7 @@ def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[Front]:
     if not shutil.which("haproxy"):
         pytest.skip("haproxy is not installed (make apt)")
     where = Path(tempfile.mkdtemp(prefix="sglang-front-"))  # short: a unix socket's path has 108 bytes at most
-    routers = [stand_in_router(where / f"{name}.sock") for name in ("r1", "r2")]
+    routers = {name: stand_in_router(where / f"{name}.sock") for name in ("r1", "r2")}
     config = where / "haproxy.cfg"
     config.write_text(CONFIG.format(dir=where))
     proc = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
@@ -115,7 +125,7 @@ def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[Front]:
         return real_command(path, text, timeout)
 
     try:
-        made = Front(where, str(where / "admin.sock"), commands)
+        made = Front(where, str(where / "admin.sock"), commands, routers)
         deadline = time.monotonic() + 10
         while not Path(made.sock).exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
@@ -127,7 +137,7 @@ def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[Front]:
     finally:
         proc.terminate()
         proc.wait(10)
-        for router in routers:
+        for router in routers.values():
             router.shutdown(socket.SHUT_RDWR)
             router.close()
         shutil.rmtree(where)
@@ -194,3 +204,40 @@ def test_a_server_the_backend_lacks_is_named_with_what_it_has_and_nothing_is_sen
         "sglang_routers/r2). The front must list every router of sglang_router (rerun roles/sglang_frontend)."
     )
     assert front.changes() == []
+
+
+def test_a_drained_router_stopped_for_its_restart_is_drained_already_then_ready_waits_until_it_is_up(
+    front: Front,
+) -> None:
+    """The middle state of a router's restart: drained, then stopped (HAProxy's check marks it DOWN, its status word
+    no longer says DRAIN). A rerun's drain sets nothing and reports no change, in check mode too; the ready after the
+    restart sets it ready and returns once HAProxy sees it UP."""
+    front_server(front, "drain")
+    front.stop("r1")
+    front.wait({"r1": ("DOWN", 0), "r2": ("UP", 0)})
+    front.commands.clear()
+    assert front_server(front, "drain", _ansible_check_mode=True)["changed"] is False
+    again = front_server(front, "drain")
+    assert again["changed"] is False and again["before"] == again["after"] == {"status": "DOWN", "sessions": 0}
+    assert front.changes() == []
+    assert front_server(front, "ready", _ansible_check_mode=True)["changed"] is True
+    threading.Timer(1.0, front.start, args=("r1",)).start()
+    ready = front_server(front, "ready")
+    assert ready["changed"] and ready["after"] == {"status": "UP", "sessions": 0} and ready["waited"] >= 0.5
+    assert front.changes() == ["set server sglang_routers/r1 state ready"]
+
+
+def test_the_state_last_set_is_read_from_haproxy_whatever_the_check_says(front: Front) -> None:
+    """admin_state over HAProxy's `show servers state`: maint, drain and ready as `set server` forced them, on a
+    router that is up and on one that is down."""
+    for state in ("maint", "drain", "ready"):
+        sglang_haproxy.set_state(front.sock, "sglang_routers", "r1", state)
+        assert sglang_haproxy.admin_state(front.sock, "sglang_routers", "r1") == state
+    front.stop("r1")
+    front.wait({"r1": ("DOWN", 0), "r2": ("UP", 0)})
+    for state in ("drain", "maint", "ready"):
+        sglang_haproxy.set_state(front.sock, "sglang_routers", "r1", state)
+        assert sglang_haproxy.admin_state(front.sock, "sglang_routers", "r1") == state
+    assert sglang_haproxy.admin_state(front.sock, "other_pool", "r1") == "ready"
+    with pytest.raises(sglang_haproxy.HAProxyError, match="'show servers state other_pool' has no server r2: 1\n#"):
+        sglang_haproxy.admin_state(front.sock, "other_pool", "r2")
