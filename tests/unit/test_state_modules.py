@@ -117,6 +117,21 @@ def test_records_written_with_an_owner_and_modes_other_than_the_defaults(
     assert again["written"] == [str(facts)] and facts.stat().st_uid == user.uid
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_records_folders_made_above_the_records_folder_are_0755_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """/etc/ansible/facts.d on a host without /etc/ansible: the folder above is made 0755 (under umask 0,
+    os.makedirs alone left it 0777, anyone's to replace facts.d in), the records' folder its declared 0750."""
+    spec = records_spec(tmp_path / "etc/ansible", dir_mode="0750")
+    before = os.umask(umask)
+    try:
+        got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED})
+    finally:
+        os.umask(before)
+    assert got["changed"] and not got.get("failed"), got
+    made = [tmp_path / "etc", tmp_path / "etc/ansible", tmp_path / "etc/ansible/facts.d"]
+    assert [mode(f) for f in made] == [0o755, 0o755, 0o750]
+
+
 def test_records_an_unknown_owner_is_named_before_anything_is_written(tmp_path: Path) -> None:
     spec = records_spec(tmp_path, owner="no-such-user-here")
     got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED})
