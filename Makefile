@@ -212,8 +212,11 @@ lint: venv ## yamllint, ansible-lint, ruff, mypy, shellcheck, the changelog frag
 	shellcheck $(SHELL_SCRIPTS)
 
 # The quick target: no lab, no root. The deep check needs the parser venv (`make parser-venv`, once); without it
-# its tests fail and say so, since this target exists to run it.
-CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py tests/component/contract/test_deploy_records.py
+# its tests fail and say so, since this target exists to run it. Besides tests/unit, the contract tests of the modules
+# that need no lab and fit its time: the records' writer run by `ansible`, the router's worker module against smg and
+# the simulator in check mode and on a worker already draining (5 s).
+CHECK_TESTS ?= tests/unit tests/component/contract/test_deep_check.py tests/component/contract/test_deploy_records.py \
+	tests/component/sim/test_rollout.py::test_the_worker_module_in_check_mode_and_on_a_worker_already_draining
 
 check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make parser-venv` once)
 	yamllint --strict .

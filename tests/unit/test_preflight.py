@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight_probe
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
-    PROBE,
     engine_imports,
     judge,
     passed_before,
@@ -25,7 +23,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight impor
     transfer_needs,
 )
 from audit.audit_helpers import load_library
-from probetools import run_probe
+from probetools import fake_systemd_run, probe_server, run_probe
 
 
 @pytest.fixture
@@ -256,33 +254,12 @@ def test_the_release_check_imports_for_real_and_names_what_fails(tmp_path: Path)
     ]
 
 
-def _server() -> dict[str, Any]:
-    return {"role": "decode", "unit": "sglang-dsv4-decode", "service": {"User": "root"}, "environment": "",
-            "listeners": [], "paths": [], "path_vars": [], "python": None, "imports": {}, "gpu_ids": [],
-            "sglang_argv": []}  # fmt: skip
-
-
-def _fake_systemd(statuses: list[int], names: list[str]) -> Any:
-    """subprocess.run for the module: each call answers the next exit status of `statuses`; 0 answers what the probe
-    answers to the spec that follows it on the systemd-run command line (the probe called in this process)."""
-
-    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        names.append(next(a for a in argv if a.startswith("--unit=")))
-        status = statuses.pop(0)
-        if status:
-            return subprocess.CompletedProcess(argv, status, "", "")
-        assert argv[argv.index("--") + 1 :][:4] == [sys.executable, "-I", "-c", PROBE]
-        return subprocess.CompletedProcess(argv, 0, json.dumps(sglang_preflight_probe.probe(json.loads(argv[-1]))), "")
-
-    return run
-
-
 def test_a_transient_unit_systemd_could_not_set_up_once_is_tried_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
     """219/CGROUP once (seen on a loaded lab host): a second transient unit of another name runs the probe."""
     preflight = load_library("sglang_preflight")
     names: list[str] = []
-    monkeypatch.setattr(preflight.subprocess, "run", _fake_systemd([219, 0], names))
-    problems, notes, result = preflight.check(_server(), 60, None)
+    monkeypatch.setattr(preflight.subprocess, "run", fake_systemd_run([219, 0], names))
+    problems, notes, result = preflight.check(probe_server(), 60, None)
     assert problems == [] and result["listeners"] == []
     assert notes == ["sglang-dsv4-decode: systemd could not set up the transient unit's control group (exit 219); "
                      "tried once more"]  # fmt: skip
@@ -295,8 +272,8 @@ def test_a_unit_systemd_cannot_set_up_is_a_problem(monkeypatch: pytest.MonkeyPat
     same way."""
     preflight = load_library("sglang_preflight")
     names: list[str] = []
-    monkeypatch.setattr(preflight.subprocess, "run", _fake_systemd(list(statuses), names))
-    problems, _notes, _result = preflight.check(_server(), 60, None)
+    monkeypatch.setattr(preflight.subprocess, "run", fake_systemd_run(list(statuses), names))
+    problems, _notes, _result = preflight.check(probe_server(), 60, None)
     status = statuses[-1]
     assert problems == [
         f"sglang-dsv4-decode: a transient unit with its User=root, sandbox and environment did not run (systemd-run "

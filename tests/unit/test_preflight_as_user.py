@@ -5,8 +5,10 @@ exist only for another user."""
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +108,47 @@ def test_a_low_port_is_refused_to_the_unit_user(user: UnitUser) -> None:
         f"{start - 1}): ports below 1024 need root or CAP_NET_BIND_SERVICE. Declare a port of 1024 or above in "
         "sglang_router.port."
     ]
+
+
+def test_a_folder_the_user_may_list_but_not_enter_is_refused(user: UnitUser, place: Path) -> None:
+    """A model folder of mode 0744 (read without search for others): the unit's user lists its names, yet opens no
+    file in it, as SGLang must to load the model. The probe enters it, as SGLang does, and answers EACCES."""
+    model = place / "model"
+    model.mkdir()
+    inside = made(model / "config.json", 0o644)
+    model.chmod(0o744)
+    answer = probe_as(user, paths=[str(model), inside])
+    assert [row["result"] for row in answer["paths"]] == ["EACCES", "EACCES"], answer
+    model.chmod(0o755)
+    assert [row["result"] for row in probe_as(user, paths=[str(model), inside])["paths"]] == ["read", "read"]
+
+
+@pytest.fixture
+def models_group(user: UnitUser) -> Iterator[str]:
+    """A group the unit's user is a member of besides its own (a `models` group that owns the weights)."""
+    if not shutil.which("groupadd") or not shutil.which("setpriv"):
+        pytest.skip("needs groupadd and setpriv")
+    name = f"sglm{os.getpid()}"
+    subprocess.run(["groupadd", "--system", name], check=True, capture_output=True)
+    try:
+        subprocess.run(["usermod", "--append", "--groups", name, user.name], check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["groupdel", name], check=False, capture_output=True)
+
+
+def test_a_model_readable_through_a_supplementary_group_is_read(user: UnitUser, place: Path, models_group: str) -> None:
+    """Weights of root's, mode 0640 in a folder of mode 0750, both of the group models the unit's user belongs to:
+    the unit's process has its user's groups (systemd's User=, as runuser), and reads them. The contrast: the same
+    user without its supplementary groups (setpriv --clear-groups) may not."""
+    gid = grp.getgrnam(models_group).gr_gid
+    model = place / "model"
+    model.mkdir()
+    weights = made(model / "model.safetensors", 0o640)
+    for path, mode in ((weights, 0o640), (str(model), 0o750)):
+        os.chown(path, 0, gid)
+        os.chmod(path, mode)
+    assert [row["result"] for row in probe_as(user, paths=[str(model), weights])["paths"]] == ["read", "read"]
+    bare = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--"]
+    answer = run_probe(HOST_PYTHON, {"paths": [str(model), weights]}, bare)
+    assert (answer["user"], [row["result"] for row in answer["paths"]]) == (user.uid, ["EACCES", "EACCES"])

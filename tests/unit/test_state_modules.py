@@ -2,8 +2,8 @@
 records) and the action sglang_render_files (the rendered server files). For each: check mode changes nothing; a
 second call in the middle state behaves; owners and modes other than the defaults are the ones written; the
 temporary file of an atomic write is made beside its target (one file system, so the rename is atomic) and does not
-outlive a failed write. (The HAProxy front's drain and ready: tests/component/frontend; the router's workers:
-tests/component/sim/test_rollout.py.)"""
+outlive a failed write. (The HAProxy front's drain and ready: test_front_module.py; the preflight:
+test_preflight_module.py; the router's workers: tests/component/sim/test_rollout.py.)"""
 
 from __future__ import annotations
 
@@ -115,6 +115,21 @@ def test_records_written_with_an_owner_and_modes_other_than_the_defaults(
     os.chown(facts, 0, 0)
     again = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED})
     assert again["written"] == [str(facts)] and facts.stat().st_uid == user.uid
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_records_folders_made_above_the_records_folder_are_0755_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """/etc/ansible/facts.d on a host without /etc/ansible: the folder above is made 0755 (under umask 0,
+    os.makedirs alone left it 0777, anyone's to replace facts.d in), the records' folder its declared 0750."""
+    spec = records_spec(tmp_path / "etc/ansible", dir_mode="0750")
+    before = os.umask(umask)
+    try:
+        got = run_module(RECORDS, {"records": spec, "deployed": DEPLOYED})
+    finally:
+        os.umask(before)
+    assert got["changed"] and not got.get("failed"), got
+    made = [tmp_path / "etc", tmp_path / "etc/ansible", tmp_path / "etc/ansible/facts.d"]
+    assert [mode(f) for f in made] == [0o755, 0o755, 0o750]
 
 
 def test_records_an_unknown_owner_is_named_before_anything_is_written(tmp_path: Path) -> None:
@@ -357,3 +372,19 @@ def test_render_a_folder_another_fork_made_meanwhile_is_passed_over(
     monkeypatch.setattr(os, "mkdir", raced)
     assert render(tmp_path, FILES[:1])["written"] == [str(tmp_path / "etc/sglang/dsv4-decode.env")]
     assert (tmp_path / "etc/sglang/dsv4-decode.env").read_text() == "A=1\n"
+
+
+def test_render_check_mode_in_the_middle_state_writes_neither_a_file_nor_the_checks(tmp_path: Path) -> None:
+    """A render stopped half way (the env file written with another mode, the script not), previewed: both are
+    reported, nothing is written, the checks' manifest neither. The render then writes both and the manifest."""
+    checked = [{**f, "check": "shell", "declared": {"sglang_decode.port": 30001}} for f in FILES]
+    env = tmp_path / "etc/sglang/dsv4-decode.env"
+    render(tmp_path, FILES[:1])
+    env.chmod(0o644)
+    before = tree(tmp_path)
+    got = render(tmp_path, checked, check=True)
+    assert got["written"] == [str(env), str(tmp_path / "opt/sglang/bin/serve.sh")]
+    assert tree(tmp_path) == before
+    assert render(tmp_path, checked)["written"] == got["written"] and mode(env) == 0o600
+    manifest = json.loads((tmp_path / RENDER.CHECKS_FILE).read_text())
+    assert manifest == {f["path"]: {"check": "shell", "declared": {"sglang_decode.port": 30001}} for f in FILES}

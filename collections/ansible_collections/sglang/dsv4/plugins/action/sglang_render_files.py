@@ -10,6 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import make_folders
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "dest_dir": {"type": "path", "required": True},
@@ -42,25 +43,10 @@ def _same(path: str, data: bytes, mode: int) -> bool:
         return False
 
 
-def _folders(folder: str) -> None:
-    """`folder` and each missing one above it, mode 0755 whatever the umask (os.makedirs gives the folders above the
-    last the umask's mode, 0777 under umask 0)."""
-    missing = []
-    while folder and not os.path.isdir(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    for made in reversed(missing):
-        try:
-            os.mkdir(made)
-        except FileExistsError:  # the render of another host, in another fork, made it meanwhile
-            continue
-        os.chmod(made, 0o755)
-
-
 def _write(path: str, data: bytes, mode: int) -> None:
     """Replace `path` atomically (a temporary file in its directory, then a rename)."""
     folder = os.path.dirname(path)
-    _folders(folder)
+    make_folders(folder)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".sglang-render-")
     try:
         with os.fdopen(fd, "wb") as handle:

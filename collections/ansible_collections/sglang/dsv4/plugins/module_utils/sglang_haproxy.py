@@ -73,6 +73,26 @@ def server_stat(socket_path: str, backend: str, server: str) -> ServerStat:
     return stats[(backend, server)]
 
 
+# Bits of `show servers state`'s srv_admin_state (HAProxy's enum srv_admin) that `set server ... state` forces.
+FORCED_MAINT, FORCED_DRAIN = 0x01, 0x08
+
+
+def admin_state(socket_path: str, backend: str, server: str) -> str:
+    """The state `set server B/S state` last forced on the server: maint, drain or ready, whatever its checks say (a
+    drained server whose check fails, a router stopped for its restart, is DOWN in `show stat`, and still drained)."""
+    text = command(socket_path, f"show servers state {backend}")
+    names: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("# "):
+            names = line[2:].split()
+        elif names and len(fields := line.split()) == len(names):
+            row = dict(zip(names, fields, strict=True))
+            if row["srv_name"] == server:
+                forced = int(row["srv_admin_state"])
+                return "maint" if forced & FORCED_MAINT else "drain" if forced & FORCED_DRAIN else "ready"
+    raise HAProxyError(f"HAProxy's 'show servers state {backend}' has no server {server}: {text.strip()[:200]}")
+
+
 def set_state(socket_path: str, backend: str, server: str, state: str) -> None:
     """`set server B/S state STATE`; HAProxy answers nothing on success and a reason otherwise."""
     if state not in STATES:

@@ -1,6 +1,6 @@
 """A file's identity on a host, as the deploy and the audit both compare it: SHA-1 (Ansible's checksum), owner and
-group names (the id where the host has no name for it), and the mode as 4 octal digits. Stdlib only: it runs in the
-modules, the drift exporter and the verify snapshot."""
+group names (the id where the host has no name for it), and the mode as 4 octal digits; and the folders made on the
+way to a file. Stdlib only: it runs in the modules, the drift exporter and the verify snapshot."""
 
 from __future__ import annotations
 
@@ -59,3 +59,18 @@ def files_to_write(files: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, 
         if not same_file or meta_differs(have, want):
             out.append(name)
     return out
+
+
+def make_folders(folder: str) -> None:
+    """`folder` and each missing one above it, mode 0755 whatever the umask (os.makedirs gives the folders above the
+    last the umask's mode: 0777 under umask 0). A folder another process makes meanwhile is passed over."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for made in reversed(missing):
+        try:
+            os.mkdir(made)
+        except FileExistsError:  # another process made it meanwhile (the render of another host, in its fork)
+            continue
+        os.chmod(made, 0o755)

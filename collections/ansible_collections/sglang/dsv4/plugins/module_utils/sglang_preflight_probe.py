@@ -66,11 +66,14 @@ def listener(host: str, port: int) -> dict[str, Any]:
 
 
 def read(path: str) -> dict[str, Any]:
-    """Read `path` as the server will: list a folder, read a file's first byte."""
+    """Read `path` as the server will: list a folder and enter it, read a file's first byte."""
     row: dict[str, Any] = {"path": path}
     try:
         if os.path.isdir(path):
             os.listdir(path)
+            # Listing needs read permission, opening what it lists search permission (a folder of mode 0744 lists
+            # its names to another user and opens none of its files): `<folder>/.` resolves only with it.
+            os.stat(os.path.join(path, "."))
         else:
             with open(path, "rb") as f:
                 f.read(1)

@@ -167,6 +167,7 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import make_folders
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import (
     backups_beside,
     marked,
@@ -252,7 +253,7 @@ class Records:
         folder = self.spec["dir"]
         if not os.path.isdir(folder["path"]):
             uid, gid, mode = self._ids(folder)
-            os.makedirs(folder["path"], exist_ok=True)
+            make_folders(folder["path"])  # those above it 0755 whatever the umask; it, as declared below
             os.chown(folder["path"], uid, gid)
             os.chmod(folder["path"], mode)
 

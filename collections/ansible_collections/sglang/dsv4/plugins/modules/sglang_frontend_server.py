@@ -14,6 +14,8 @@ description:
     sessions finish, then waits until it has none (C(scur) of C(show stat)).
   - O(state=ready) sets it back to C(ready) and waits until HAProxy's health check on C(/readiness) marks it C(UP),
     so a rolling change never drains the next router before this one takes connections again.
+  - A server whose state was last set to the one asked for is not set again (C(changed) false), whatever its health
+    check says (a drained router that is down, stopped for its restart, is drained already).
 version_added: "1.9.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -72,13 +74,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import (
     FRONT_ARGS,
     HAProxyError,
+    admin_state,
     server_stat,
     set_state,
     wait_for,
 )
-
-# A server already in the state asked for: HAProxy's status word for it.
-ALREADY = {"drain": ("DRAIN",), "ready": ("UP",)}
 
 
 def main() -> None:
@@ -95,7 +95,9 @@ def main() -> None:
     started = time.monotonic()
     try:
         before = server_stat(p["socket"], p["backend"], p["server"])
-        changed = before.status not in ALREADY[p["state"]]
+        # The state last set, not the status word: a drained router that is down (stopped for its restart) is
+        # drained already.
+        changed = admin_state(p["socket"], p["backend"], p["server"]) != p["state"]
         after = before
         if not module.check_mode:
             if changed:

@@ -25,7 +25,7 @@ extends_documentation_fragment:
   - sglang.dsv4.sglang
 attributes:
   check_mode:
-    details: Runs the same probe; a transient unit changes nothing on the host.
+    details: Runs the same probe (a transient unit that runs and is gone); remembers no pass (C(passed_before)).
 options:
   servers:
     description: The servers of the host.
@@ -215,9 +215,21 @@ def check(
         with os.fdopen(fd, "w") as f:
             f.write(p["environment"])
         for attempt in (1, 2):
-            argv = systemd_run_argv(f"sglang-preflight-{p['role']}-{os.getpid()}-{attempt}", service, env_file,
-                                    probe_argv(sys.executable, spec))  # fmt: skip
-            run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 10, check=False)
+            name = f"sglang-preflight-{p['role']}-{os.getpid()}-{attempt}"
+            argv = systemd_run_argv(name, service, env_file, probe_argv(sys.executable, spec))
+            try:
+                run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 10, check=False)
+            except subprocess.TimeoutExpired:
+                # systemd-run killed leaves its unit running: stopped, not left to hang on.
+                subprocess.run(["systemctl", "stop", "--no-block", f"{name}.service"], capture_output=True,
+                               check=False)  # fmt: skip
+                problem = (
+                    f"{p['unit']}: a transient unit with its User={user}, sandbox and environment did not answer in "
+                    f"{timeout + 10} s (stopped); the probe hangs where the server would start: reading a declared "
+                    f"path (a network file system that does not answer), opening a GPU, or SGLang's startup checks. "
+                    f"Check the paths and GPUs declared for it."
+                )
+                return [problem], notes, {"unit": p["unit"], "seconds": round(time.monotonic() - start, 2)}
             if run.returncode != RETRIED_STATUS or attempt == 2:
                 break
             notes.append(f"{p['unit']}: systemd could not set up the transient unit's control group "
