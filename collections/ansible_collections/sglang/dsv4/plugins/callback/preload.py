@@ -4,12 +4,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-from ansible.plugins.callback import CallbackBase
-from ansible.utils.display import Display
-
 DOCUMENTATION = r"""
 name: preload
 type: aggregate
@@ -24,6 +18,12 @@ description:
     as this repository's C(ansible.cfg) does.
 requirements: []
 """
+
+import importlib
+import pkgutil
+
+from ansible.plugins.callback import CallbackBase
+from ansible.utils.display import Display
 
 display = Display()
 
