@@ -354,23 +354,33 @@ def test_the_prefill_timeout_risk_reads_the_fleets_per_call_context() -> None:
     assert any("3933" in line for line in found[0].fixes[0]["diff"]), found[0].fixes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the time model shapes one prefill and one decode engine from the first host of each group "
-    "(sglang_perf_fleet.shape_of): engines whose chunk size or index keys differ are timed as the first listed",
-)
-@pytest.mark.parametrize(
-    "own",
-    [
-        {"prefill-01": {"chunked_prefill_size": 4096}},  # prefill-02 keeps 8,192
-        {"decode-01": {"bf16_index_k": False}},  # decode-02 and decode-03 keep bf16 keys
-    ],
-)
-def test_the_time_models_fleet_does_not_hang_on_the_host_listed_first(own: dict[str, dict[str, Any]]) -> None:
-    """One engine's chunk size or index keys differ from its peers': the fleet's shape is the same whichever host
-    the inventory lists first."""
-    fleet, config = uf.multinode(**own)
+def _shapes_both_ways(fleet: Any, config: dict[str, Any]) -> tuple[perf.FleetShape, perf.FleetShape]:
+    """The time model's shape of `fleet` as listed, and with each engine group listed in reverse."""
     listed = perf.shape_of(fleet, config, None)
     for group in ("sglang_prefill", "sglang_decode"):
         fleet.groups[group] = fleet.groups[group][::-1]
-    assert perf.shape_of(fleet, config, None) == listed
+    return listed, perf.shape_of(fleet, config, None)
+
+
+def test_the_time_model_prefills_at_the_smallest_chunk_of_any_prefill_engine() -> None:
+    """prefill-01 declares chunked_prefill_size 4,096, prefill-02 keeps the 8,192 SGLang resolves on a 141 GiB GPU:
+    a prompt that lands on prefill-01 takes a pass per 4,096 tokens (a prompt of 32,768 tokens 8 passes, not 4), so
+    the time model prefills at 4,096 whichever prefill host is listed first."""
+    fleet, config = uf.multinode(**{"prefill-01": {"chunked_prefill_size": 4096}})
+    listed, reversed_ = _shapes_both_ways(fleet, config)
+    assert listed == reversed_
+    assert listed.chunked_prefill_size == 4096
+
+
+def test_the_time_model_reads_bf16_index_keys_when_any_engine_holds_them() -> None:
+    """decode-01 declares fp8 index keys, decode-02, decode-03 and the prefill engines keep bf16 keys. DeepSeek-V4
+    Flash (43 layers: 21 c4, 20 c128; nope 448, rope 64, index_head_dim 128): a latent slot is 448 + 2 x 64 +
+    448 / 64 + 1 = 584 bytes; a c4 page (256 / 4 = 64 slots, 37,376 bytes) pads to 65 x 576 = 37,440, 585 per token;
+    a c128 page (2 slots, 1,168) pads to 3 x 576 = 1,728, 864 per token. bf16 keys 128 x 2 = 256 bytes: 21 x (585 +
+    256) / 4 + 20 x 864 / 128 = 4,415.25 + 135 = 4,550.25 bytes a token (fp8 keys, 128 + 4 = 132: 3,764.25 + 135 =
+    3,899.25). A call on decode-02 reads and moves the wider keys, so the time model takes bf16 keys, 4,550.25
+    bytes, and the bf16/fp8 key width 256 / 132, whichever decode host is listed first."""
+    fleet, config = uf.multinode(**{"decode-01": {"bf16_index_k": False}})
+    listed, reversed_ = _shapes_both_ways(fleet, config)
+    assert listed == reversed_
+    assert (listed.kv_bytes_per_token, listed.key_ratio) == (4550.25, 256 / 132)
