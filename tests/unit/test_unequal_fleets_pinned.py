@@ -337,6 +337,61 @@ def test_a_request_admitted_counts_each_decode_engines_pool(
     assert capsys.readouterr().out.startswith("5000 input + 10 new tokens: admitted: 145 like it run at once; ")
 
 
+@pytest.mark.parametrize("listed", [("router-01", "router-02"), ("router-02", "router-01")])
+@pytest.mark.parametrize(
+    ("tokens", "code", "out"),
+    [
+        # 100,000 tokens: a body of up to 100,000 x 16 + 65,536 = 1,665,536 bytes, over router-02's 1,000,000
+        # (router-01 takes up to 536,870,912).
+        (
+            100_000,
+            1,
+            "100000 input + 10 new tokens: refused by max_payload_size (HTTP 413): Request body exceeded the payload "
+            "limit (max_payload_size) (a body of up to 1665536 bytes against router router-02's "
+            "max_payload_size=1000000)",
+        ),
+        # 58,404 tokens: 934,464 + 65,536 = 1,000,000 bytes, within both.
+        (58_404, 0, "58404 input + 10 new tokens: admitted: "),
+    ],
+)
+def test_a_request_is_judged_by_every_router_of_the_front(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    listed: tuple[str, str],
+    tokens: int,
+    code: int,
+    out: str,
+) -> None:
+    """The front sends a call to router-01 or router-02: router-02 declares max_payload_size 1,000,000, router-01
+    keeps 536,870,912. A body over router-02's limit is refused by it, whichever router is listed first."""
+    fleet, _ = uf.two_routers({}, {"max_payload_size": 1_000_000})
+    fleet.groups["sglang_router"] = list(listed)
+    monkeypatch.setattr(cli, "_TIME", {**cli._TIME, "on": False})
+    monkeypatch.setattr(cli, "load_inventory", lambda inventory: (fleet.hostvars, fleet.groups))
+    assert cli.check_request_command("multinode", tokens, 10, False) == code
+    assert capsys.readouterr().out.startswith(out + ("\n" if code else ""))
+
+
+def test_a_request_admitted_counts_every_routers_admission_and_queue(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """router-01 admits 100 and queues 512 for up to 60 s; router-02 admits 8 and queues 16 for up to 30 s. A call
+    of 5,000 + 10 tokens (5,632 with its pages and reserve) fills each decode engine's 64 slots (11,159,040 // 5,632
+    = 1,981 in the pool): 192, capped by the routers' 100 + 8 = 108. The next 512 + 16 = 528 wait, on router-02 for
+    up to 30 s."""
+    fleet, _ = uf.two_routers({"max_concurrent_requests": 100}, {"max_concurrent_requests": 8, "queue_size": 16,
+                                                                 "queue_timeout_secs": 30})  # fmt: skip
+    monkeypatch.setattr(cli, "_TIME", {**cli._TIME, "on": False})
+    monkeypatch.setattr(cli, "load_inventory", lambda inventory: (fleet.hostvars, fleet.groups))
+    assert cli.check_request_command("multinode", 5000, 10, False) == 0
+    assert capsys.readouterr().out.startswith(
+        "5000 input + 10 new tokens: admitted: 108 like it run at once (the routers admit router-01 100, router-02 "
+        "8); the next 528 wait in the routers' queues (router-01 512 for up to queue_timeout_secs=60, router-02 16 "
+        "for up to queue_timeout_secs=30, then 'timed out waiting for an admission slot'); beyond that smg answers "
+        "429 'admission queue is at capacity'\n"
+    )
+
+
 # ---------------------------------------------------------------- the risks: timeouts
 
 
