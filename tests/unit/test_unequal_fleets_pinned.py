@@ -439,3 +439,16 @@ def test_the_time_model_reads_bf16_index_keys_when_any_engine_holds_them() -> No
     listed, reversed_ = _shapes_both_ways(fleet, config)
     assert listed == reversed_
     assert (listed.kv_bytes_per_token, listed.key_ratio) == (4550.25, 256 / 132)
+
+
+def test_the_watchdog_risk_names_the_smallest_watchdog_of_a_role() -> None:
+    """The engines load in 250 s; decode-01 declares watchdog_timeout 200 s, decode-02 100 s: both can be killed
+    while they load, and the finding states the smallest, 100 s (decode-02), whichever decode host is listed first;
+    its fix raises the role's watchdog to ceil(250 x 1.5) = 375 s."""
+    fleet, config = uf.multinode(**{"decode-01": {"watchdog_timeout": 200}, "decode-02": {"watchdog_timeout": 100}})
+    for hv in fleet.hostvars.values():
+        hv["sglang_workload"] = {"model_load_secs": 250}
+    found = [f for f in risks(declared_state(fleet, config), fleet, config) if f.id == "watchdog_below_model_load"]
+    assert [(f.servers, f.numbers) for f in found] == [
+        (["decode-01 decode", "decode-02 decode"], {"model_load_secs": 250, "watchdog_timeout": 100})]  # fmt: skip
+    assert any("375" in line for line in found[0].fixes[0]["diff"]), found[0].fixes

@@ -259,7 +259,7 @@ def _timeouts(judge: _Judge) -> None:
         late = [e for e in late if float(e.envelope["watchdog_timeout"]) < float(load)]
         for role in sorted({e.role for e in late}):
             engines = [e for e in late if e.role == role]
-            watchdog = engines[0].envelope["watchdog_timeout"]
+            watchdog = min((e.envelope["watchdog_timeout"] for e in engines), key=float)  # the first to fire
             judge.add(
                 Finding(
                     "watchdog_below_model_load",
