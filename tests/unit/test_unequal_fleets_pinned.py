@@ -452,3 +452,18 @@ def test_the_watchdog_risk_names_the_smallest_watchdog_of_a_role() -> None:
     assert [(f.servers, f.numbers) for f in found] == [
         (["decode-01 decode", "decode-02 decode"], {"model_load_secs": 250, "watchdog_timeout": 100})]  # fmt: skip
     assert any("375" in line for line in found[0].fixes[0]["diff"]), found[0].fixes
+
+
+@pytest.mark.parametrize("listed", [("router-01", "router-02"), ("router-02", "router-01")])
+def test_the_prefill_timeout_risk_states_the_smallest_router_timeout(listed: tuple[str, str]) -> None:
+    """router-01 keeps request_timeout_secs 1,800, router-02 declares 900. At a declared 50 tokens/s a full prefill
+    of 524,288 tokens takes 524,288 / 50 = 10,485.76 s, beyond both: the finding states 900 s, the timeout a call
+    on router-02 meets first, whichever router is listed first; the fix is ceil(10,485.76 x 1.5) = 15,729 s."""
+    fleet, config = uf.two_routers({}, {"request_timeout_secs": 900})
+    fleet.groups["sglang_router"] = list(listed)
+    for hv in fleet.hostvars.values():
+        hv["sglang_workload"] = {"prefill_tokens_per_sec": 50}
+    found = [f for f in risks(declared_state(fleet, config), fleet, config)
+             if f.id == "request_timeout_below_full_prefill"]  # fmt: skip
+    assert [f.numbers for f in found] == [{"prefill_secs": 10485.8, "request_timeout_secs": 900}]
+    assert any("15729" in line for line in found[0].fixes[0]["diff"]), found[0].fixes
