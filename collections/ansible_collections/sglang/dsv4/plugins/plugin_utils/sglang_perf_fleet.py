@@ -198,7 +198,7 @@ def _model_of(fleet: Fleet, hosts: Sequence[str]) -> str:
     if len(models) > 1:
         listed = ", ".join(f"{n} ({q})" for n, q in sorted(models))
         raise ValueError(f"the engines declare different sglang_model ({listed}); fix: declare it once in group_vars")
-    (name, quantization), *_ = models
+    name, quantization = next(iter(models))
     return aic_model(name, quantization)
 
 
