@@ -352,7 +352,7 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
         hostvars, groups = load_inventory(inventory)
         every = fleet_capacity(hostvars, groups)
         decode = [e for e in every if e["role"] == "decode"]
-        routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+        routers = [(h, router_envelope(hostvars[h])) for h in groups.get(GROUPS["router"], [])]
     except (EnvelopeError, CapacityError) as exc:
         return OUT.error(str(exc))
     if not decode:
@@ -361,7 +361,7 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
     verdict = check_request(
         # every engine judges the length; among equal limits the decode engine, which generates, is named
         [e["limits"] for e in sorted(every, key=lambda e: e["role"] != "decode")],
-        routers[0] if routers else {},
+        routers or {},  # the front sends a call to any router: each judges it
         input_tokens,
         max_new_tokens,
         chat,

@@ -337,6 +337,61 @@ def test_a_request_admitted_counts_each_decode_engines_pool(
     assert capsys.readouterr().out.startswith("5000 input + 10 new tokens: admitted: 145 like it run at once; ")
 
 
+@pytest.mark.parametrize("listed", [("router-01", "router-02"), ("router-02", "router-01")])
+@pytest.mark.parametrize(
+    ("tokens", "code", "out"),
+    [
+        # 100,000 tokens: a body of up to 100,000 x 16 + 65,536 = 1,665,536 bytes, over router-02's 1,000,000
+        # (router-01 takes up to 536,870,912).
+        (
+            100_000,
+            1,
+            "100000 input + 10 new tokens: refused by max_payload_size (HTTP 413): Request body exceeded the payload "
+            "limit (max_payload_size) (a body of up to 1665536 bytes against router router-02's "
+            "max_payload_size=1000000)",
+        ),
+        # 58,404 tokens: 934,464 + 65,536 = 1,000,000 bytes, within both.
+        (58_404, 0, "58404 input + 10 new tokens: admitted: "),
+    ],
+)
+def test_a_request_is_judged_by_every_router_of_the_front(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    listed: tuple[str, str],
+    tokens: int,
+    code: int,
+    out: str,
+) -> None:
+    """The front sends a call to router-01 or router-02: router-02 declares max_payload_size 1,000,000, router-01
+    keeps 536,870,912. A body over router-02's limit is refused by it, whichever router is listed first."""
+    fleet, _ = uf.two_routers({}, {"max_payload_size": 1_000_000})
+    fleet.groups["sglang_router"] = list(listed)
+    monkeypatch.setattr(cli, "_TIME", {**cli._TIME, "on": False})
+    monkeypatch.setattr(cli, "load_inventory", lambda inventory: (fleet.hostvars, fleet.groups))
+    assert cli.check_request_command("multinode", tokens, 10, False) == code
+    assert capsys.readouterr().out.startswith(out + ("\n" if code else ""))
+
+
+def test_a_request_admitted_counts_every_routers_admission_and_queue(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """router-01 admits 100 and queues 512 for up to 60 s; router-02 admits 8 and queues 16 for up to 30 s. A call
+    of 5,000 + 10 tokens (5,632 with its pages and reserve) fills each decode engine's 64 slots (11,159,040 // 5,632
+    = 1,981 in the pool): 192, capped by the routers' 100 + 8 = 108. The next 512 + 16 = 528 wait, on router-02 for
+    up to 30 s."""
+    fleet, _ = uf.two_routers({"max_concurrent_requests": 100}, {"max_concurrent_requests": 8, "queue_size": 16,
+                                                                 "queue_timeout_secs": 30})  # fmt: skip
+    monkeypatch.setattr(cli, "_TIME", {**cli._TIME, "on": False})
+    monkeypatch.setattr(cli, "load_inventory", lambda inventory: (fleet.hostvars, fleet.groups))
+    assert cli.check_request_command("multinode", 5000, 10, False) == 0
+    assert capsys.readouterr().out.startswith(
+        "5000 input + 10 new tokens: admitted: 108 like it run at once (the routers admit router-01 100, router-02 "
+        "8); the next 528 wait in the routers' queues (router-01 512 for up to queue_timeout_secs=60, router-02 16 "
+        "for up to queue_timeout_secs=30, then 'timed out waiting for an admission slot'); beyond that smg answers "
+        "429 'admission queue is at capacity'\n"
+    )
+
+
 # ---------------------------------------------------------------- the risks: timeouts
 
 
@@ -354,23 +409,61 @@ def test_the_prefill_timeout_risk_reads_the_fleets_per_call_context() -> None:
     assert any("3933" in line for line in found[0].fixes[0]["diff"]), found[0].fixes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the time model shapes one prefill and one decode engine from the first host of each group "
-    "(sglang_perf_fleet.shape_of): engines whose chunk size or index keys differ are timed as the first listed",
-)
-@pytest.mark.parametrize(
-    "own",
-    [
-        {"prefill-01": {"chunked_prefill_size": 4096}},  # prefill-02 keeps 8,192
-        {"decode-01": {"bf16_index_k": False}},  # decode-02 and decode-03 keep bf16 keys
-    ],
-)
-def test_the_time_models_fleet_does_not_hang_on_the_host_listed_first(own: dict[str, dict[str, Any]]) -> None:
-    """One engine's chunk size or index keys differ from its peers': the fleet's shape is the same whichever host
-    the inventory lists first."""
-    fleet, config = uf.multinode(**own)
+def _shapes_both_ways(fleet: Any, config: dict[str, Any]) -> tuple[perf.FleetShape, perf.FleetShape]:
+    """The time model's shape of `fleet` as listed, and with each engine group listed in reverse."""
     listed = perf.shape_of(fleet, config, None)
     for group in ("sglang_prefill", "sglang_decode"):
         fleet.groups[group] = fleet.groups[group][::-1]
-    assert perf.shape_of(fleet, config, None) == listed
+    return listed, perf.shape_of(fleet, config, None)
+
+
+def test_the_time_model_prefills_at_the_smallest_chunk_of_any_prefill_engine() -> None:
+    """prefill-01 declares chunked_prefill_size 4,096, prefill-02 keeps the 8,192 SGLang resolves on a 141 GiB GPU:
+    a prompt that lands on prefill-01 takes a pass per 4,096 tokens (a prompt of 32,768 tokens 8 passes, not 4), so
+    the time model prefills at 4,096 whichever prefill host is listed first."""
+    fleet, config = uf.multinode(**{"prefill-01": {"chunked_prefill_size": 4096}})
+    listed, reversed_ = _shapes_both_ways(fleet, config)
+    assert listed == reversed_
+    assert listed.chunked_prefill_size == 4096
+
+
+def test_the_time_model_reads_bf16_index_keys_when_any_engine_holds_them() -> None:
+    """decode-01 declares fp8 index keys, decode-02, decode-03 and the prefill engines keep bf16 keys. DeepSeek-V4
+    Flash (43 layers: 21 c4, 20 c128; nope 448, rope 64, index_head_dim 128): a latent slot is 448 + 2 x 64 +
+    448 / 64 + 1 = 584 bytes; a c4 page (256 / 4 = 64 slots, 37,376 bytes) pads to 65 x 576 = 37,440, 585 per token;
+    a c128 page (2 slots, 1,168) pads to 3 x 576 = 1,728, 864 per token. bf16 keys 128 x 2 = 256 bytes: 21 x (585 +
+    256) / 4 + 20 x 864 / 128 = 4,415.25 + 135 = 4,550.25 bytes a token (fp8 keys, 128 + 4 = 132: 3,764.25 + 135 =
+    3,899.25). A call on decode-02 reads and moves the wider keys, so the time model takes bf16 keys, 4,550.25
+    bytes, and the bf16/fp8 key width 256 / 132, whichever decode host is listed first."""
+    fleet, config = uf.multinode(**{"decode-01": {"bf16_index_k": False}})
+    listed, reversed_ = _shapes_both_ways(fleet, config)
+    assert listed == reversed_
+    assert (listed.kv_bytes_per_token, listed.key_ratio) == (4550.25, 256 / 132)
+
+
+def test_the_watchdog_risk_names_the_smallest_watchdog_of_a_role() -> None:
+    """The engines load in 250 s; decode-01 declares watchdog_timeout 200 s, decode-02 100 s: both can be killed
+    while they load, and the finding states the smallest, 100 s (decode-02), whichever decode host is listed first;
+    its fix raises the role's watchdog to ceil(250 x 1.5) = 375 s."""
+    fleet, config = uf.multinode(**{"decode-01": {"watchdog_timeout": 200}, "decode-02": {"watchdog_timeout": 100}})
+    for hv in fleet.hostvars.values():
+        hv["sglang_workload"] = {"model_load_secs": 250}
+    found = [f for f in risks(declared_state(fleet, config), fleet, config) if f.id == "watchdog_below_model_load"]
+    assert [(f.servers, f.numbers) for f in found] == [
+        (["decode-01 decode", "decode-02 decode"], {"model_load_secs": 250, "watchdog_timeout": 100})]  # fmt: skip
+    assert any("375" in line for line in found[0].fixes[0]["diff"]), found[0].fixes
+
+
+@pytest.mark.parametrize("listed", [("router-01", "router-02"), ("router-02", "router-01")])
+def test_the_prefill_timeout_risk_states_the_smallest_router_timeout(listed: tuple[str, str]) -> None:
+    """router-01 keeps request_timeout_secs 1,800, router-02 declares 900. At a declared 50 tokens/s a full prefill
+    of 524,288 tokens takes 524,288 / 50 = 10,485.76 s, beyond both: the finding states 900 s, the timeout a call
+    on router-02 meets first, whichever router is listed first; the fix is ceil(10,485.76 x 1.5) = 15,729 s."""
+    fleet, config = uf.two_routers({}, {"request_timeout_secs": 900})
+    fleet.groups["sglang_router"] = list(listed)
+    for hv in fleet.hostvars.values():
+        hv["sglang_workload"] = {"prefill_tokens_per_sec": 50}
+    found = [f for f in risks(declared_state(fleet, config), fleet, config)
+             if f.id == "request_timeout_below_full_prefill"]  # fmt: skip
+    assert [f.numbers for f in found] == [{"prefill_secs": 10485.8, "request_timeout_secs": 900}]
+    assert any("15729" in line for line in found[0].fixes[0]["diff"]), found[0].fixes

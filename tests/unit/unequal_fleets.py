@@ -105,6 +105,19 @@ def multinode(**own: dict[str, Any]) -> tuple[Fleet, dict[str, Any]]:
     return fleet, model_config_for(hostvars[fleet.hosts("decode")[0]])
 
 
+def two_routers(first: dict[str, Any], second: dict[str, Any]) -> tuple[Fleet, dict[str, Any]]:
+    """The multinode fleet with a second router, router-02, a copy of router-01 in every group of it; `first` and
+    `second` are added to their sglang_router (host_vars)."""
+    fleet, config = multinode()
+    fleet.hostvars["router-02"] = dict(fleet.hostvars["router-01"])
+    for host, keys in (("router-01", first), ("router-02", second)):
+        fleet.hostvars[host]["sglang_router"] = {**fleet.hostvars[host]["sglang_router"], **keys}
+    for members in fleet.groups.values():
+        if "router-01" in members:
+            members.append("router-02")
+    return fleet, config
+
+
 def one_small_decode() -> tuple[Fleet, dict[str, Any]]:
     """decode-03 runs 16 slots, the others 64."""
     return multinode(**{"decode-03": {"max_running_requests": 16}})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import KV_DTYPES
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
     GROUPS,
     engine_envelope,
@@ -56,6 +57,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_correction
     source_text,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import LiveSteps
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_terms import TRANSFER_BYTES_PER_S
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     ADMIT,
     Fleet,
@@ -179,20 +181,49 @@ def fleet_steps(fleet: Fleet, model_config: Mapping[str, Any], steps: StepSource
     return calibrated(steps, measured_points(fleet), lambda tokens: shape_of(fleet, model_config, tokens))
 
 
+def _chunk(model_config: Mapping[str, Any], env: Mapping[str, Any], hostvars: Mapping[str, Any]) -> int:
+    """The chunk size SGLang resolves on a prefill engine (UNCHUNKED: chunked prefill off)."""
+    chunk = engine_limits(model_config, env, hostvars).resolved.get("chunked_prefill_size")
+    return int(chunk) if chunk is not None and int(chunk) > 0 else UNCHUNKED
+
+
+def _transfer_backend(env: Mapping[str, Any]) -> str:
+    return str(env.get("disaggregation_transfer_backend") or default_of("prefill", "disaggregation_transfer_backend"))
+
+
+def _model_of(fleet: Fleet, hosts: Sequence[str]) -> str:
+    """The AIConfigurator model the engines serve; ValueError when they declare different models."""
+    declared = [fleet.hostvars[h].get("sglang_model") or {} for h in hosts]
+    models = {(str(m.get("name")), str(m.get("quantization"))) for m in declared}
+    if len(models) > 1:
+        listed = ", ".join(f"{n} ({q})" for n, q in sorted(models))
+        raise ValueError(f"the engines declare different sglang_model ({listed}); fix: declare it once in group_vars")
+    name, quantization = next(iter(models))
+    return aic_model(name, quantization)
+
+
 def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None = None) -> FleetShape:
-    """The time model's view of a declared fleet. Per engine (the first prefill and decode host; the planner's copies
-    share their envelope): tp, the chunk size SGLang resolves, bf16 index keys, the transfer backend. Per fleet: the
-    engine counts and the routers' admission, summed as the fleet answer does. The decode running limit is per
-    engine, the smallest over decode engines; for calls of `tokens` it is what the fleet answer runs of them at once
-    (the KV pool may bind below the running slots)."""
+    """The time model's view of a declared fleet. smg sends a call to any prefill and any decode engine, so where
+    the engines differ the one engine the time model prices is the slowest of each setting on its path, whichever
+    host the inventory lists first: the fewest GPUs (tp) and the smallest chunk SGLang resolves of the prefill
+    engines (more passes a prompt, fewer prompts a pass); the fewest GPUs and attention-DP ranks of the decode
+    engines; bf16 index keys and the widest KV cache dtype when any engine holds them (wider keys to read and more
+    bytes to move); the slowest KV transfer backend. Where the engines differ in more than one setting this composite
+    is slower than any one engine, so the predicted times bound every call the fleet admits. Per fleet: the engine
+    counts and the routers' admission, summed as the fleet answer does. The decode running limit is per engine, the
+    smallest over decode engines; for calls of `tokens` it is what the fleet answer runs of them at once (the KV pool
+    may bind below the running slots)."""
     prefill_hosts, decode_hosts = fleet.hosts("prefill"), fleet.hosts("decode")
     if not prefill_hosts or not decode_hosts:
         raise ValueError("the time model needs a prefill and a decode engine; fix: declare both groups")
-    p_hv, d_hv = fleet.hostvars[prefill_hosts[0]], fleet.hostvars[decode_hosts[0]]
-    p_env, d_env = engine_envelope("prefill", p_hv), engine_envelope("decode", d_hv)
-    p_lim = engine_limits(model_config, p_env, p_hv)
-    chunk = p_lim.resolved.get("chunked_prefill_size")
-    chunk = int(chunk) if chunk is not None and int(chunk) > 0 else UNCHUNKED
+    p_envs = [(fleet.hostvars[h], engine_envelope("prefill", fleet.hostvars[h])) for h in prefill_hosts]
+    d_envs = [engine_envelope("decode", fleet.hostvars[h]) for h in decode_hosts]
+    every = [env for _hv, env in p_envs] + d_envs
+    chunk = min(_chunk(model_config, env, hv) for hv, env in p_envs)
+    kv_dtype = max((str(env.get("kv_cache_dtype") or "fp8_e4m3") for env in every),
+                   key=lambda dtype: (KV_DTYPES.get(dtype, 0), dtype))  # fmt: skip
+    backend = min((_transfer_backend(env) for env in every),
+                  key=lambda name: (TRANSFER_BYTES_PER_S.get(name, 20e9), name))  # fmt: skip
     memory = fleet_answer(fleet, model_config, tokens).memory
     per_engine = [c.per_engine for c in memory.decode]
     running = [c.running_per_engine for c in memory.decode]
@@ -201,24 +232,21 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
     queues = [r.get("queue_size") for r in routers]
     queue_size = sum(int(q) for q in queues if q is not None) if queues and None not in queues else None
     timeouts = [float(r["queue_timeout_secs"]) for r in routers if r.get("queue_timeout_secs") is not None]
-    model = p_hv.get("sglang_model") or {}
     return fleet_shape(
         model_config,
-        aic_model(str(model.get("name")), str(model.get("quantization"))),
+        _model_of(fleet, [*prefill_hosts, *decode_hosts]),
         prefill_engines=len(prefill_hosts),
         decode_engines=len(decode_hosts),
-        tp=int(p_env.get("tp_size") or 1),
-        decode_tp=int(d_env.get("tp_size") or 1),
+        tp=min(int(env.get("tp_size") or 1) for _hv, env in p_envs),
+        decode_tp=min(int(env.get("tp_size") or 1) for env in d_envs),
         chunked_prefill_size=chunk,
         decode_max_running=max(1, limit),
         prefill_interconnect=interconnect_of(fleet, "prefill"),
         decode_interconnect=interconnect_of(fleet, "decode"),
-        decode_attn_dp=int(d_env.get("attn_dp_size") or 1),
-        bf16_index_k=bool(d_env.get("bf16_index_k")),
-        kv_cache_dtype=str(d_env.get("kv_cache_dtype") or "fp8_e4m3"),
-        transfer_backend=str(
-            p_env.get("disaggregation_transfer_backend") or default_of("prefill", "disaggregation_transfer_backend")
-        ),
+        decode_attn_dp=min(int(env.get("attn_dp_size") or 1) for env in d_envs),
+        bf16_index_k=any(bool(env.get("bf16_index_k")) for env in every),
+        kv_cache_dtype=kv_dtype,
+        transfer_backend=backend,
         router_max_concurrent=memory.router_admits,
         router_queue_size=queue_size,
         router_queue_timeout_s=min(timeouts) if timeouts else None,

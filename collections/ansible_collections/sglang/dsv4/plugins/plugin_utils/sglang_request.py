@@ -4,6 +4,9 @@ the order they apply them, each with the exact text the server answers; the simu
 Order: per-call context (TokenizerManager._validate_one_request), max_req_input_len (the scheduler's
 validate_input_length), the KV pool (the scheduler caps max_new_tokens at max_req_len - input - 1), the router's
 max_payload_size, then admission (how many such requests run at once, how many wait in smg's queue).
+
+The front (HAProxy) sends a call to any router of the fleet, so a call is judged by each of them: one that any router
+refuses is refused, and the router that refuses it is named.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ class Verdict:
     status: int  # HTTP status the caller gets (200 when admitted)
     text: str  # the server's own error text, or what happens
     fits_at_once: int = 0
+    router: str | None = None  # the router whose limit refuses it, where the front has several
+
+
+# A router as check_request takes it: its envelope alone (one router), or its host and envelope for each router the
+# front sends calls to.
+Routers = Mapping[str, Any] | Sequence[tuple[str, Mapping[str, Any]]]
 
 
 def length_error(
@@ -62,7 +71,7 @@ def length_error(
 
 def check_request(
     limits: Any,
-    router: Mapping[str, Any],
+    router: Routers,
     input_tokens: int,
     max_new_tokens: int,
     chat: bool = False,
@@ -72,9 +81,10 @@ def check_request(
     """The verdict for one request shape against the engines' limits (capacity model EngineLimits: one engine's, or a
     sequence of every engine's, prefill and decode) and the router envelope. smg may send the call to any prefill and
     any decode engine, so the length checks are the tightest engine's: the first check any engine refuses it by,
-    with the text of the engine that refuses it by the smallest limit (the first given among equals). Admission is
-    the fleet answer over `engines` (sglang_fleet), else over `decode_engines` engines like the one with the smallest
-    max_req_len."""
+    with the text of the engine that refuses it by the smallest limit (the first given among equals). The front may
+    send it to any router: the payload check is the smallest max_payload_size's, that router named where there are
+    several. Admission is the fleet answer over `engines` (sglang_fleet) and every router, else over `decode_engines`
+    engines like the one with the smallest max_req_len."""
     every = list(limits) if isinstance(limits, Sequence) else [limits]
     prompt = input_tokens + (CHAT_TEMPLATE_TOKENS if chat else 0)
     refusals = []
@@ -94,29 +104,46 @@ def check_request(
             f"no error: the scheduler caps max_new_tokens at {cap} (max_req_len {tightest.max_req_len} = "
             f"min(context_len - 1, KV pool {tightest.max_total_num_tokens} - 1)), so the answer stops early",
         )
-    size = router.get("max_payload_size")
+    routers = [("", router)] if isinstance(router, Mapping) else list(router)
+    several = len(routers) > 1
     body = payload_bytes(prompt)
-    if size is not None and body > int(size):
+    over = [(int(env["max_payload_size"]), host) for host, env in routers
+            if env.get("max_payload_size") is not None and body > int(env["max_payload_size"])]  # fmt: skip
+    if over:
+        size, host = min(over)
+        whose = f"router {host}'s " if several else ""
         return Verdict(
             "max_payload_size",
             413,
             f"Request body exceeded the payload limit (max_payload_size) (a body of up to {body} bytes "
-            f"against max_payload_size={size})",
+            f"against {whose}max_payload_size={size})",
+            router=host if several else None,
         )
     fleet = list(engines or [Engine.from_limits("decode", "decode", tightest)] * max(1, decode_engines))
-    fits = answer(fleet, [router], prompt + max_new_tokens).memory.parallel
+    fits = answer(fleet, [env for _host, env in routers], prompt + max_new_tokens).memory.parallel
     if fits < 1:
         return Verdict(
             "admission",
             429,
             "admission queue is at capacity (smg admission_queue_full): no such request fits the KV pool",
         )
-    queue = router.get("queue_size")
     return Verdict(
         "admitted",
         200,
-        f"admitted: {fits} like it run at once; the next {queue if queue is not None else 100} wait in the router's "
-        f"queue (up to queue_timeout_secs={router.get('queue_timeout_secs', 60)}, then 'timed out waiting for an "
-        "admission slot'); beyond that smg answers 429 'admission queue is at capacity'",
+        f"admitted: {fits} like it run at once{_queues(routers)}, then 'timed out waiting for an admission slot'); "
+        "beyond that smg answers 429 'admission queue is at capacity'",
         fits,
     )
+
+
+def _queues(routers: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """What each router admits and queues (smg's defaults: a queue of 100 for up to 60 s), up to the last bracket."""
+    queues = [(host, env.get("queue_size"), env.get("queue_timeout_secs", 60)) for host, env in routers]
+    queued = [100 if size is None else int(size) for _host, size, _secs in queues]
+    if len(routers) == 1:
+        return f"; the next {queued[0]} wait in the router's queue (up to queue_timeout_secs={queues[0][2]}"
+    admits = ", ".join(f"{host} {env.get('max_concurrent_requests') or 'unbounded'}" for host, env in routers)
+    each = ", ".join(
+        f"{host} {n} for up to queue_timeout_secs={secs}" for (host, _s, secs), n in zip(queues, queued, strict=True)
+    )
+    return f" (the routers admit {admits}); the next {sum(queued)} wait in the routers' queues ({each}"

@@ -236,30 +236,30 @@ def _timeouts(judge: _Judge) -> None:
     if speed and state.engines:
         context = state.memory().per_call_context  # the longest call the fleet serves: its shortest engine's
         seconds = context / float(speed)
-        for router in state.routers:
-            timeout = router.get("request_timeout_secs")
-            if timeout is not None and float(timeout) < seconds:
-                judge.add(
-                    Finding(
-                        "request_timeout_below_full_prefill",
-                        "warn",
-                        f"a full-context prefill ({context:,} tokens at {speed} tokens/s) takes {seconds:.0f} s, the "
-                        f"router's request_timeout_secs is {timeout}: the longest calls time out before their first "
-                        "token",
-                        {"prefill_secs": round(seconds, 1), "request_timeout_secs": timeout},
-                        ["router"],
-                    ),
-                    judge.change("a timeout above one full prefill",
-                                 [("router", "request_timeout_secs", math.ceil(seconds * 1.5))]),
-                )  # fmt: skip
-                break
+        # the front sends a call to any router: the smallest timeout is the one a call meets first
+        declared = [r["request_timeout_secs"] for r in state.routers if r.get("request_timeout_secs") is not None]
+        timeout = min(declared, key=float, default=None)
+        if timeout is not None and float(timeout) < seconds:
+            judge.add(
+                Finding(
+                    "request_timeout_below_full_prefill",
+                    "warn",
+                    f"a full-context prefill ({context:,} tokens at {speed} tokens/s) takes {seconds:.0f} s, the "
+                    f"router's request_timeout_secs is {timeout}: the longest calls time out before their first "
+                    "token",
+                    {"prefill_secs": round(seconds, 1), "request_timeout_secs": timeout},
+                    ["router"],
+                ),
+                judge.change("a timeout above one full prefill",
+                             [("router", "request_timeout_secs", math.ceil(seconds * 1.5))]),
+            )  # fmt: skip
     load = work.get("model_load_secs")
     if load:
         late = [e for e in state.engines if e.envelope.get("watchdog_timeout") is not None]
         late = [e for e in late if float(e.envelope["watchdog_timeout"]) < float(load)]
         for role in sorted({e.role for e in late}):
             engines = [e for e in late if e.role == role]
-            watchdog = engines[0].envelope["watchdog_timeout"]
+            watchdog = min((e.envelope["watchdog_timeout"] for e in engines), key=float)  # the first to fire
             judge.add(
                 Finding(
                     "watchdog_below_model_load",
