@@ -366,6 +366,7 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
         max_new_tokens,
         chat,
         engines=engines,
+        generating=[e["limits"] for e in decode],
     )
     shape = f"{input_tokens} input + {max_new_tokens} new tokens{' (chat)' if chat else ''}"
     OUT.put("request", {"input_tokens": input_tokens, "max_new_tokens": max_new_tokens, "chat": chat})

@@ -326,6 +326,19 @@ def test_a_request_is_judged_by_the_engine_that_admits_least(
     assert capsys.readouterr().out == out + "\n"
 
 
+def test_a_short_prefill_pool_does_not_cut_the_answer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prefill-02's pool capped at 99,840 tokens (max_req_len 99,839) takes 50,000 + 60,000 = 110,000 tokens of
+    length: its length checks pass (110,000 <= 524,288; 50,000 <= its max_req_input_len 99,834). A prefill engine
+    generates one token; each engine's scheduler caps max_new_tokens by its own max_req_len, and every decode
+    engine keeps the full pool, so the answer is not cut at 49,838: the call is admitted."""
+    assert _check_request(monkeypatch, {"prefill-02": {"max_total_tokens": 100_000}}, 50_000, 60_000) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("50000 input + 60000 new tokens: admitted: "), out
+    assert "kv_pool" not in out
+
+
 def test_a_request_admitted_counts_each_decode_engines_pool(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,14 +77,17 @@ def check_request(
     chat: bool = False,
     decode_engines: int = 1,
     engines: Sequence[Engine] | None = None,
+    generating: Any = None,
 ) -> Verdict:
     """The verdict for one request shape against the engines' limits (capacity model EngineLimits: one engine's, or a
     sequence of every engine's, prefill and decode) and the router envelope. smg may send the call to any prefill and
     any decode engine, so the length checks are the tightest engine's: the first check any engine refuses it by,
     with the text of the engine that refuses it by the smallest limit (the first given among equals). The front may
     send it to any router: the payload check is the smallest max_payload_size's, that router named where there are
-    several. Admission is the fleet answer over `engines` (sglang_fleet) and every router, else over `decode_engines`
-    engines like the one with the smallest max_req_len."""
+    several. The answer's length is capped by the engines that generate it (`generating`: the decode engines'
+    limits; default: every engine given): each engine's scheduler caps max_new_tokens by its own max_req_len, and a
+    prefill engine generates one token. Admission is the fleet answer over `engines` (sglang_fleet) and every
+    router, else over `decode_engines` engines like the generating one with the smallest max_req_len."""
     every = list(limits) if isinstance(limits, Sequence) else [limits]
     prompt = input_tokens + (CHAT_TEMPLATE_TOKENS if chat else 0)
     refusals = []
@@ -95,7 +98,8 @@ def check_request(
             refusals.append((LENGTH_LIMITS.index(error.limit), bound, error))
     if refusals:
         return min(refusals, key=lambda r: r[:2])[2]
-    tightest = min(every, key=lambda one: int(one.max_req_len))
+    generators = every if generating is None else list(generating) if isinstance(generating, Sequence) else [generating]
+    tightest = min(generators, key=lambda one: int(one.max_req_len))
     cap = max(0, tightest.max_req_len - prompt - 1)
     if max_new_tokens > cap:
         return Verdict(
