@@ -303,13 +303,15 @@ def test_plan_from_live_with_no_time_is_refused(
 def test_check_request_judges_admission_over_each_decode_engine_by_host(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The multinode inventory: its three decode hosts, by name, are the engines of the admission answer."""
+    """The multinode inventory: its three decode hosts, by name, are the engines of the admission answer, and their
+    three limits what caps the answer's length."""
     seen: list[list[tuple[str, str]]] = []
     real = cli.check_request
 
-    def check(*args: Any, engines: Any) -> Any:
+    def check(*args: Any, engines: Any, generating: Any) -> Any:
         seen.append([(e.host, e.role) for e in engines])
-        return real(*args, engines=engines)
+        assert [g.max_req_len for g in generating] == [e.max_req_len for e in engines]
+        return real(*args, engines=engines, generating=generating)
 
     mn = shipped_inventory("multinode")
     monkeypatch.setattr(cli, "load_inventory", lambda inventory: copy.deepcopy(mn))
