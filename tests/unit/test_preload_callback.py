@@ -23,6 +23,8 @@ def _module_names(package: str) -> set[str]:
 
 def test_every_module_of_both_packages_is_imported_in_a_fresh_interpreter() -> None:
     # A fresh Python: what this test session imported before does not count.
+    if REPO.name == "mutants":
+        pytest.skip("under make mutation the collection is mutmut's copy: it imports mutmut's trampolines")
     script = textwrap.dedent(
         """
         import json, sys
