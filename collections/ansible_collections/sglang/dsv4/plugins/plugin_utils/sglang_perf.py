@@ -312,7 +312,7 @@ def fleet_shape(
     """A FleetShape with the KV facts taken from sglang_capacity (bytes per token per GPU, index-key widths)."""
     share, ratio = index_facts(config, bf16_index_k)
     dtp = decode_tp or tp
-    bandwidth = transfer_bytes_per_s or terms.TRANSFER_BYTES_PER_S.get(transfer_backend, 20e9)
+    bandwidth = transfer_bytes_per_s or terms.transfer_bytes_per_s(transfer_backend)
     return FleetShape(
         model=model,
         prefill_engines=prefill_engines,

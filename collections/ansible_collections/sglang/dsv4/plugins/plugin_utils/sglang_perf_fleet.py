@@ -57,7 +57,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_correction
     source_text,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import LiveSteps
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_terms import TRANSFER_BYTES_PER_S
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_terms import transfer_bytes_per_s
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     ADMIT,
     Fleet,
@@ -223,7 +223,7 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
     kv_dtype = max((str(env.get("kv_cache_dtype") or "fp8_e4m3") for env in every),
                    key=lambda dtype: (KV_DTYPES.get(dtype, 0), dtype))  # fmt: skip
     backend = min((_transfer_backend(env) for env in every),
-                  key=lambda name: (TRANSFER_BYTES_PER_S.get(name, 20e9), name))  # fmt: skip
+                  key=lambda name: (transfer_bytes_per_s(name), name))  # fmt: skip
     memory = fleet_answer(fleet, model_config, tokens).memory
     per_engine = [c.per_engine for c in memory.decode]
     running = [c.running_per_engine for c in memory.decode]

@@ -16,6 +16,11 @@ CHUNK_SAMPLES = 5
 TRANSFER_BYTES_PER_S = {"mooncake": 20e9, "nixl": 20e9, "mori": 20e9, "mooncake_tcp": 2.5e9, "fake": math.inf}
 
 
+def transfer_bytes_per_s(backend: str) -> float:
+    """The KV transfer rate of a backend; one not listed moves at the RDMA backends' 20e9."""
+    return TRANSFER_BYTES_PER_S.get(backend, 20e9)
+
+
 def chunk_spans(isl: int, chunk: int) -> list[tuple[int, int]]:
     """(prefix, end) of each prefill pass of one prompt of `isl` tokens with chunked_prefill_size `chunk`:
     chunk k computes tokens [k*chunk, min((k+1)*chunk, isl)) on top of the k*chunk already in the cache."""

@@ -88,7 +88,7 @@ def check_request(
     limits; default: every engine given): each engine's scheduler caps max_new_tokens by its own max_req_len, and a
     prefill engine generates one token. Admission is the fleet answer over `engines` (sglang_fleet) and every
     router, else over `decode_engines` engines like the generating one with the smallest max_req_len."""
-    every = list(limits) if isinstance(limits, Sequence) else [limits]
+    every = _each(limits)
     prompt = input_tokens + (CHAT_TEMPLATE_TOKENS if chat else 0)
     refusals = []
     for one in every:
@@ -98,7 +98,7 @@ def check_request(
             refusals.append((LENGTH_LIMITS.index(error.limit), bound, error))
     if refusals:
         return min(refusals, key=lambda r: r[:2])[2]
-    generators = every if generating is None else list(generating) if isinstance(generating, Sequence) else [generating]
+    generators = every if generating is None else _each(generating)
     tightest = min(generators, key=lambda one: int(one.max_req_len))
     cap = max(0, tightest.max_req_len - prompt - 1)
     if max_new_tokens > cap:
@@ -138,6 +138,11 @@ def check_request(
         "beyond that smg answers 429 'admission queue is at capacity'",
         fits,
     )
+
+
+def _each(limits: Any) -> list[Any]:
+    """One engine's limits, or a sequence of them, as a list."""
+    return list(limits) if isinstance(limits, Sequence) else [limits]
 
 
 def _queues(routers: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
