@@ -62,6 +62,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
 
 
+# The directories whose few tests take longest (minutes each: venvs built from the package index, wheels and kernels
+# built with nvcc, loads sent through smg), started first: xdist's own order (most tests first) leaves them for last,
+# and the pass then ends on one worker while the other has nothing left.
+LONGEST_FIRST = ("tests/component/readme", "tests/component/build", "tests/component/bench", "tests/component/install")
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under `pytest -n 2 --dist loadscope` (make test) a worker takes a whole directory of tests at a time and runs
     it in order: a directory's session fixtures and caches are set up once, and its tests that build on each other
@@ -71,7 +77,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class DirectoryScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return nodeid.split("::", 1)[0].rpartition("/")[0]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the longest directories first, then xdist's order (most tests first)
+                for scope in reversed([s for s in LONGEST_FIRST if s in self.workqueue]):
+                    self.workqueue.move_to_end(scope, last=False)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return DirectoryScheduling(config, log)

@@ -99,7 +99,7 @@ def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     run(["python3", "-m", "venv", str(venv)], root, env)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]  # as make venv installs
     run([*pip, "-c", str(REPO / "requirements" / "constraints.txt"), str(root / "source")], root, env, timeout=900)
     return venv
 
