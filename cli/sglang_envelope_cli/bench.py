@@ -38,6 +38,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     local_url,
     router_envelope,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import API_KEY_VAR
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_paths
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_perf_fleet as perf
@@ -61,7 +62,6 @@ RUNNER = FILES_DIR / "bench_serving_run.py"  # the collection's sglang_validate 
 TOKENIZERS = REPO / ".cache" / "bench-tokenizer"
 LAB_GROUP = "sglang_lab_hosts"
 ROUTER_DEFAULT_PORT = 30000  # smg's --port default
-API_KEY_ENV = "SGLANG_API_KEY"
 DASH = "—"
 E2E_SOURCE = "TTFT p50 + (OSL-1) x ITL p50 (the model has no E2E of its own)"
 NO_P99 = "the model has no p99"
@@ -152,8 +152,8 @@ def router_target(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]], 
 def router_api_key(hostvars: Mapping[str, Any], host: str, environ: Mapping[str, str]) -> str | None:
     """The key the router wants (sglang_router_api_key, else sglang_api_key); $SGLANG_API_KEY overrides it. A vaulted
     or templated key is not read here: the environment must give it."""
-    if environ.get(API_KEY_ENV):
-        return environ[API_KEY_ENV]
+    if environ.get(API_KEY_VAR):
+        return environ[API_KEY_VAR]
     hv = hostvars.get(host) or {}
     for name in ("sglang_router_api_key", "sglang_api_key"):
         value = hv.get(name)
@@ -162,7 +162,7 @@ def router_api_key(hostvars: Mapping[str, Any], host: str, environ: Mapping[str,
         if isinstance(value, str) and "{{" not in value and "{%" not in value:
             return value
         raise BenchError(
-            f"{host}: {name} is vaulted or templated, so its value is not read here; fix: export {API_KEY_ENV}=<key>"
+            f"{host}: {name} is vaulted or templated, so its value is not read here; fix: export {API_KEY_VAR}=<key>"
         )
     return None
 

@@ -564,6 +564,14 @@ def audit_server(
     }
 
 
+def secret_environ(api_key: str, redacted: bool = False) -> dict[str, str]:
+    """The environment file's secret variables for a declared API key; redacted where the file is only previewed
+    (plugins/module_utils/sglang_flags.py)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags as _flags
+
+    return _flags.secret_environ(str(api_key or ""), bool(redacted))
+
+
 def env_quote(value: Any) -> str:
     """A value for a systemd EnvironmentFile line: bare when safe, else double-quoted with escapes."""
     text = str(value)
@@ -786,6 +794,7 @@ class FilterModule:
             "sglang_audit_server": audit_server,
             "sglang_router_envelope": router_envelope,
             "sglang_render_args": render_args,
+            "sglang_secret_environ": secret_environ,
             "sglang_environ": environ,
             "sglang_public_envelope": public_envelope,
             "sglang_workers": workers,

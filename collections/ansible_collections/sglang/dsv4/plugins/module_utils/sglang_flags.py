@@ -123,6 +123,12 @@ def parse_env_file(text: str) -> dict[str, str]:
     return env
 
 
+def secret_environ(api_key: str, redacted: bool = False) -> dict[str, str]:
+    """The environment file's secret variables: the API key under API_KEY_VAR when one is declared (else none), or
+    REDACTED in its place where the file is previewed, not written."""
+    return {API_KEY_VAR: REDACTED if redacted else api_key} if api_key else {}
+
+
 def api_key_in(env_text: str | None) -> str | None:
     """The API key an environment file holds (SGLANG_API_KEY), or None."""
     return (parse_env_file(env_text).get(API_KEY_VAR) or None) if env_text else None

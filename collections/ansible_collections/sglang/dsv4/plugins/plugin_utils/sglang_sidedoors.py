@@ -33,6 +33,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     engine_envelope,
     router_envelope,
 )
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import API_KEY_VAR
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import ENGINE_ROLES, EnvelopeError, keys_for
 
 from .sglang_envtable import DEPRECATED, ENVS
@@ -48,7 +49,6 @@ NO_LONGER_READ = {row[0]: row[2] for row in DEPRECATED if row[1] is None}  # nam
 SGLANG_DEFAULT_HOST = "127.0.0.1"  # SGLang's --host default (sglang_argtable); smg's is 0.0.0.0
 SMG_DEFAULT_PORTS = {"prometheus_port": 29000}
 DEFAULT_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
-API_KEY_VAR = "SGLANG_API_KEY"
 
 # Variables read by the libraries under SGLang, not by SGLang's registry: passed on without a warning.
 THIRD_PARTY_PREFIXES = (
