@@ -57,11 +57,13 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live impor
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     PlanError,
+    engines,
     fleet_from_inventory,
     parse_shape,
     plan,
     render,
 )
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import fleet_lines, fleet_summary
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_request import check_request
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import render as render_risks
@@ -240,16 +242,30 @@ def risk_section(
     return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
 
 
+def fleet_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> str:
+    """The fleet answer of the declared fleet (Markdown): what the audit's report states from the live values
+    (sglang_report.fleet_summary), here from the capacity model's limits and the routers' declared envelopes. Its
+    dict goes into the --json document's `fleet`."""
+    fleet = fleet_from_inventory(hostvars, groups)
+    hosts = fleet.hosts("decode") or fleet.hosts("prefill")
+    routers = [router_envelope(hostvars[h]) for h in fleet.hosts("router")]
+    summary = fleet_summary(engines(fleet, model_config_for(hostvars[hosts[0]])), routers)
+    OUT.put("fleet", summary)
+    return "## Fleet\n\n" + "\n".join(f"- {line}" for line in fleet_lines(summary)) + "\n"
+
+
 def capacity_command(inventory: str, out_dir: str | None) -> int:
     try:
         hostvars, groups = load_inventory(inventory)
+        fleet_text = fleet_section(hostvars, groups)
         entries = fleet_capacity(hostvars, groups)
         risk_text = risk_section(hostvars, groups)
     except (EnvelopeError, CapacityError, PlanError) as exc:
         return OUT.error(str(exc))
     target = Path(out_dir or REPO / "reports" / f"capacity-{Path(inventory).name}")
     target.mkdir(parents=True, exist_ok=True)
-    report = [f"# Capacity of {inventory}", ""]
+    report = [f"# Capacity of {inventory}", "", fleet_text]
+    OUT.say(fleet_text)
     for entry in entries:
         table = format_table(entry)
         svg_name = f"{entry['host']}-{entry['role']}.svg"

@@ -55,6 +55,18 @@ def without_groups(inv: Inventory, *names: str) -> Inventory:
 # calls at the full 524,288-token context, bf16 index keys cost 8.4 %). Rows: floor(pool / context), capped by the
 # router's 64 or max_running_requests; weights per GPU 284e9 x (0.5 + 1/32) bytes / tp 4 = 35.1 GiB.
 
+# The fleet answer, first: short calls are held by the router's 64 and the decode engine's 64 running requests alike;
+# at the full context the decode pool holds floor(11,159,040 / 524,288) = 21; the router queues 256 for 60 s.
+FLEET = (
+    "## Fleet\n"
+    "\n"
+    "- parallel calls: 64, bound by router max_concurrent_requests = decode fleet max_running_requests\n"
+    "- parallel calls at the full context of 524288 tokens: 21, bound by decode KV pools at full context\n"
+    "- router: 64 in flight, then 256 queued for up to 60 s, then 429\n"
+    "- per-call context: 524288 tokens; total context (decode KV pools): 11159040 tokens\n"
+    "- decode fleet (1 engine): runs 64 requests at once; 21 at the full context of 524288 tokens\n"
+)
+
 PREFILL_TABLE = (
     "## gpu-node-01 prefill\n"
     "\n"
@@ -432,18 +444,19 @@ def test_risk_section_judges_time_on_the_step_source_given() -> None:
 def test_capacity_prints_tables_and_writes_report(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
-    """Tables per engine, then the risks, then where the report went; capacity.md and one chart per engine."""
+    """The fleet answer, tables per engine, then the risks, then where the report went; capacity.md and one chart per
+    engine."""
     inventories({PROD: shipped_inventory("production")})
     rc, out, err = run(capsys, "capacity", flag, PROD, "--out", str(tmp_path))
     assert (rc, err) == (0, "")
-    assert out == f"{PREFILL_TABLE}\n{DECODE_TABLE}\n{RISKS}\ntable and charts written to {tmp_path}\n"
+    assert out == f"{FLEET}\n{PREFILL_TABLE}\n{DECODE_TABLE}\n{RISKS}\ntable and charts written to {tmp_path}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "capacity.md",
         "gpu-node-01-decode.svg",
         "gpu-node-01-prefill.svg",
     ]
     assert (tmp_path / "capacity.md").read_text() == (
-        f"# Capacity of {PROD}\n\n{PREFILL_TABLE}\n![chart](gpu-node-01-prefill.svg)\n\n"
+        f"# Capacity of {PROD}\n\n{FLEET}\n{PREFILL_TABLE}\n![chart](gpu-node-01-prefill.svg)\n\n"
         f"{DECODE_TABLE}\n![chart](gpu-node-01-decode.svg)\n\n{RISKS}"
     )
     for role, running in (("prefill", 256), ("decode", 64)):
@@ -474,7 +487,8 @@ def test_capacity_default_report_dir(
 def test_capacity_without_risks_and_without_router(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], inventories: Any
 ) -> None:
-    """Multinode with the router at 63 has no risk; its charts are named per host and role."""
+    """Multinode with the router at 63 has no risk; its charts are named per host and role. The fleet answer comes
+    first: three decode engines of 11,159,040 tokens hold 3 x 21 = 63 calls at the full context, the router's 63."""
     hostvars, groups = shipped_inventory("multinode")
     for hv in hostvars.values():
         hv["sglang_router"]["max_concurrent_requests"] = 63
@@ -485,7 +499,14 @@ def test_capacity_without_risks_and_without_router(
         f"## Risks (from the declared values)\n\n{time_risk(32768)}\ntable and charts written to {tmp_path}\n"
     )
     assert "| 4096 | 2421 | 63 | router | 2644 | 223 |\n" in out
+    assert (
+        "- parallel calls at the full context of 524288 tokens: 63, bound by router max_concurrent_requests = decode "
+        "KV pools at full context\n- router: 63 in flight, then 512 queued for up to 60 s, then 429\n"
+        "- per-call context: 524288 tokens; total context (decode KV pools): 33477120 tokens\n"
+        "- decode fleet (3 engines): runs 192 requests at once; 63 at the full context of 524288 tokens\n"
+    ) in out
     assert [line for line in out.splitlines() if line.startswith("## ")] == [
+        "## Fleet",
         "## prefill-01 prefill",
         "## prefill-02 prefill",
         "## decode-01 decode",
@@ -494,7 +515,7 @@ def test_capacity_without_risks_and_without_router(
         "## Risks (from the declared values)",
     ]
     assert len(list(tmp_path.glob("*.svg"))) == 5
-    assert (tmp_path / "capacity.md").read_text().startswith("# Capacity of mn\n\n## prefill-01 prefill\n")
+    assert (tmp_path / "capacity.md").read_text().startswith("# Capacity of mn\n\n## Fleet\n\n- parallel calls: 63,")
 
 
 def test_capacity_error_is_reported_on_stderr(

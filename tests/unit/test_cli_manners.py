@@ -61,7 +61,7 @@ def test_galaxy_metadata_has_no_placeholder() -> None:
 @pytest.mark.parametrize(
     ("argv", "code", "keys"),
     [
-        (["capacity", "-i", PROD, "--out", "{tmp}"], 0, {"engines", "files", "risks"}),
+        (["capacity", "-i", PROD, "--out", "{tmp}"], 0, {"fleet", "engines", "files", "risks"}),
         (["plan", "-i", PROD, "--want", "10x4k"], 0, {"plans", "risks"}),
         (["plan", "-i", PROD, "--want", "100x200k"], 1, {"plans", "risks"}),
         (["check-request", "-i", PROD, "--input-tokens", "4k", "--max-new-tokens", "1k"], 0, {"request", "verdict"}),
@@ -114,6 +114,12 @@ def test_json_of_capacity_carries_the_text_s_figures(
         524_288,
     )
     assert str(tmp_path / "capacity.md") in doc["files"]
+    fleet = doc["fleet"]
+    assert (fleet["parallel_calls"], fleet["parallel_calls_full_context"], fleet["decode_pool_tokens"]) == (
+        64,
+        21,
+        11_159_040,
+    )
 
 
 def test_plan_exit_code_follows_the_fit_and_json_says_which(

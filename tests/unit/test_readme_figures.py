@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_envelope_cli.commands import fleet_capacity
+from sglang_envelope_cli.commands import fleet_capacity, fleet_section
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,3 +47,12 @@ def test_readme_quick_start_decode_figures_match_the_capacity_command() -> None:
     full = next(r for r in decode["rows"] if r.context_len == limits.context_len)
     stated = tuple(int(g.replace(",", "")) for g in match.groups())
     assert stated == (limits.max_total_num_tokens, limits.max_running_requests, full.fit_in_pool, limits.context_len)
+
+
+def test_readme_quick_start_fleet_figures_match_the_capacity_command() -> None:
+    text = " ".join((REPO / "README.md").read_text().split())
+    match = re.search(r"the fleet: (\d+) parallel calls, (\d+) at the full context", text)
+    assert match, "the README's quick start no longer states the fleet's answer"
+    printed = fleet_section(*shipped_inventory("production"))
+    assert f"- parallel calls: {match[1]}, bound by" in printed, printed
+    assert f"tokens: {match[2]}, bound by" in printed.split("- parallel calls at the full context of", 1)[1], printed

@@ -123,7 +123,9 @@ def test_make_venvs_builds_every_venv_in_the_copy(operator: Operator) -> None:
 def test_capacity_prints_production_s_figures(operator: Operator) -> None:
     done = operator.ran["sglang-envelope capacity"]
     assert done.code == 0, shown(done)
-    decode = done.stdout.split("## gpu-node-01 decode", 1)[1].split("\n## ", 1)[0]
+    fleet, engines = done.stdout.split("## gpu-node-01 prefill", 1)
+    assert "- parallel calls at the full context of 524288 tokens: 21, bound by decode KV pools" in fleet, fleet
+    decode = engines.split("## gpu-node-01 decode", 1)[1].split("\n## ", 1)[0]
     assert "total context (KV pool): 11159040 tokens" in decode
     assert "parallel calls (max_running_requests): 64" in decode
     assert "| 524288 | 21 | 21 | kv_pool |" in decode

@@ -635,7 +635,7 @@ FLEET_LINES = [
     "parallel calls at the full context of 65536 tokens: 15, bound by decode KV pools at full context",
     "router: 32 in flight, then 128 queued for up to 60 s, then 429",
     "per-call context: 65536 tokens; total context (decode KV pools): 1000000 tokens",
-    "decode fleet (1 engines): runs 64 requests at once; 15 at the full context of 65536 tokens",
+    "decode fleet (1 engine): runs 64 requests at once; 15 at the full context of 65536 tokens",
 ]
 
 
@@ -748,7 +748,7 @@ fleet:
   parallel calls at the full context of 65536 tokens: 15, bound by decode KV pools at full context
   router: 32 in flight, then 128 queued for up to 60 s, then 429
   per-call context: 65536 tokens; total context (decode KV pools): 1000000 tokens
-  decode fleet (1 engines): runs 64 requests at once; 15 at the full context of 65536 tokens
+  decode fleet (1 engine): runs 64 requests at once; 15 at the full context of 65536 tokens
 risks (from the live values): not judged: 1 of 3 hosts unreachable
 summary: 3 servers, 1 ok, 1 drifting (1 items), 1 unreachable, 0 with errors
 legend: * drift, ~ information, - unset, n/a not reported
@@ -790,7 +790,7 @@ MARKDOWN = """\
 - parallel calls at the full context of 65536 tokens: 15, bound by decode KV pools at full context
 - router: 32 in flight, then 128 queued for up to 60 s, then 429
 - per-call context: 65536 tokens; total context (decode KV pools): 1000000 tokens
-- decode fleet (1 engines): runs 64 requests at once; 15 at the full context of 65536 tokens
+- decode fleet (1 engine): runs 64 requests at once; 15 at the full context of 65536 tokens
 
 ## Risks (from the live values)
 

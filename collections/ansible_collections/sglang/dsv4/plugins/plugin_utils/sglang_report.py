@@ -234,23 +234,29 @@ def _named(memory: Memory, pools: str) -> str:
 
 
 def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
-    """The fleet answer from the live values: parallel calls (short ones, and at the full per-call context), what
-    binds each, the router's admission and queue."""
-    routers = [s for s in servers if s.role == "router" and s.live]
+    """The fleet answer from the live values (fleet_summary)."""
+    routers = [s.live for s in servers if s.role == "router" and s.live]
     engines = [e for s in servers if s.role in ("prefill", "decode") and (e := _capacity_engine(s)) is not None]
+    return fleet_summary(engines, routers)
+
+
+def fleet_summary(engines: Sequence[Engine], routers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fleet answer (fleet_lines prints it): parallel calls (short ones, and at the full per-call context), what
+    binds each, the routers' admission and queue. `routers`: each router's live values or declared envelope
+    (max_concurrent_requests, queue_size, queue_timeout_secs): the audit gives the live ones, `capacity` the
+    declared."""
     decode = [e for e in engines if e.role == "decode"]
     out: dict[str, Any] = {"routers": len(routers), "decode_engines": len(decode)}
     if routers:
-        out["router_max_concurrent_requests"] = router_admission([s.live for s in routers])
-        out["router_queue_size"] = sum(int(s.live.get("queue_size") or 0) for s in routers)
-        out["router_queue_timeout_secs"] = max(int(s.live.get("queue_timeout_secs") or 0) for s in routers)
+        out["router_max_concurrent_requests"] = router_admission(routers)
+        out["router_queue_size"] = sum(int(r.get("queue_size") or 0) for r in routers)
+        out["router_queue_timeout_secs"] = max(int(r.get("queue_timeout_secs") or 0) for r in routers)
     if not decode:
         if out.get("router_max_concurrent_requests") is not None:
             out["parallel_calls"], out["binding"] = out["router_max_concurrent_requests"], NAMES[ROUTER]
         return out
-    live_routers = [s.live for s in routers]
-    full = answer(engines, live_routers).memory
-    short = answer(engines, live_routers, 1).memory
+    full = answer(engines, routers).memory
+    short = answer(engines, routers, 1).memory
     out["decode_running"] = full.decode_running
     out["decode_full_length_at_once"] = full.decode_calls
     out["decode_full_length_fit"] = full.decode_pool_fit
@@ -471,8 +477,9 @@ def fleet_lines(fleet: Mapping[str, Any]) -> list[str]:
             f"{fleet['decode_pool_tokens']} tokens"
         )
     if "decode_running" in fleet:
+        engines = f"{fleet['decode_engines']} engine{'' if fleet['decode_engines'] == 1 else 's'}"
         lines.append(
-            f"decode fleet ({fleet['decode_engines']} engines): runs {fleet['decode_running']} requests at once; "
+            f"decode fleet ({engines}): runs {fleet['decode_running']} requests at once; "
             f"{fleet['decode_full_length_at_once']} at the full context of {fleet['context_length']} tokens"
         )
     for p in fleet.get("predicted_time", []):
