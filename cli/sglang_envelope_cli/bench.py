@@ -405,7 +405,7 @@ LEFT, RIGHT, TOP, BOTTOM = 80, 300, 40, 50
 SERIES = (("TTFT p50", "ttft_p50", "#1f77b4"), ("TTFT p90", "ttft_p90", "#ff7f0e"), ("ITL p50", "itl_p50", "#2ca02c"))
 
 
-def render_svg(title: str, points: Sequence[Mapping[str, Any]]) -> str:
+def bench_svg(title: str, points: Sequence[Mapping[str, Any]]) -> str:
     """Measured (solid, dots) against predicted (dashed, with its band shaded) TTFT p50/p90 and ITL p50 per
     concurrency, both axes log scale. `points`: one per level, {"concurrency", "rows"} (compare's rows)."""
     xs = sorted({int(p["concurrency"]) for p in points})
@@ -716,7 +716,7 @@ def bench_command(
             if entry["shape"] == shape
         ]
         path = out / (f"bench-{len(svgs) + 1}.svg" if len({lv.shape for lv in levels}) > 1 else "bench.svg")
-        path.write_text(render_svg(f"{inventory_name(args.inventory)}: {shape}, measured vs predicted", points))
+        path.write_text(bench_svg(f"{inventory_name(args.inventory)}: {shape}, measured vs predicted", points))
         svgs.append(path)
     OUT.say("\n".join(lines))
     OUT.say(f"\nwritten: {json_path}")

@@ -146,7 +146,9 @@ def model_config_for(hostvars: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
-def fleet_capacity(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+def engine_capacities(
+    hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]
+) -> list[dict[str, Any]]:
     """One entry per engine: its limits, the concurrency table and the bf16 index-key loss."""
     router_cap = router_admission([router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])])
     out = []
@@ -258,7 +260,7 @@ def capacity_command(inventory: str, out_dir: str | None) -> int:
     try:
         hostvars, groups = load_inventory(inventory)
         fleet_text = fleet_section(hostvars, groups)
-        entries = fleet_capacity(hostvars, groups)
+        entries = engine_capacities(hostvars, groups)
         risk_text = risk_section(hostvars, groups)
     except (EnvelopeError, CapacityError, PlanError) as exc:
         return OUT.error(str(exc))
@@ -366,7 +368,7 @@ def check_request_command(inventory: str, input_tokens: int, max_new_tokens: int
     """Print the limit that would reject a request of this shape, with the server's text; exit 0 if admitted."""
     try:
         hostvars, groups = load_inventory(inventory)
-        every = fleet_capacity(hostvars, groups)
+        every = engine_capacities(hostvars, groups)
         decode = [e for e in every if e["role"] == "decode"]
         routers = [(h, router_envelope(hostvars[h])) for h in groups.get(GROUPS["router"], [])]
     except (EnvelopeError, CapacityError) as exc:

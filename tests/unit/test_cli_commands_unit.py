@@ -285,12 +285,12 @@ def test_model_config_for_unknown_model(hostvars: dict[str, Any], shown: str, pa
     assert str(err.value) == f"sglang_model.name={shown}: no {cli.REPO / path}; fix: add the model's config.json there"
 
 
-# --- fleet_capacity / format_table ---------------------------------------------------------------------------------
+# --- engine_capacities / format_table ---------------------------------------------------------------------------------
 
 
-def test_fleet_capacity_of_production() -> None:
+def test_engine_capacities_of_production() -> None:
     """One entry per engine, prefill first; the live limits carry the bf16 index keys; the router caps at 64."""
-    entries = cli.fleet_capacity(*shipped_inventory("production"))
+    entries = cli.engine_capacities(*shipped_inventory("production"))
     summary = [
         (
             e["host"],
@@ -314,12 +314,12 @@ def test_fleet_capacity_of_production() -> None:
     assert cli.format_table(entries[1]) == DECODE_TABLE
 
 
-def test_fleet_capacity_with_fp8_index_keys_and_no_router_bound() -> None:
+def test_engine_capacities_with_fp8_index_keys_and_no_router_bound() -> None:
     """bf16_index_k off: the live pool is the fp8 one (nothing lost); a router without max_concurrent_requests
     bounds nothing, so max_running_requests binds."""
     inv = with_var(shipped_inventory("production"), "gpu-node-01", "sglang_engine_common", bf16_index_k=False)
     inv[0]["gpu-node-01"]["sglang_router"].pop("max_concurrent_requests")
-    entries = cli.fleet_capacity(*inv)
+    entries = cli.engine_capacities(*inv)
     assert [(e["router_cap"], e["bf16_index_k"]) for e in entries] == [(None, False), (None, False)]
     assert cli.format_table(entries[1]) == (
         "## gpu-node-01 decode\n"
@@ -342,31 +342,32 @@ def test_fleet_capacity_with_fp8_index_keys_and_no_router_bound() -> None:
     )
 
 
-def test_fleet_capacity_router_cap_sums_routers() -> None:
+def test_engine_capacities_router_cap_sums_routers() -> None:
     """Two routers (64 + 32) admit 96 between them; with no router group nothing is capped."""
     hostvars, groups = shipped_inventory("production")
     hostvars["r2"] = copy.deepcopy(hostvars["gpu-node-01"])
     hostvars["r2"]["sglang_router"]["max_concurrent_requests"] = 32
     groups["sglang_router"] = ["gpu-node-01", "r2"]
-    assert [e["router_cap"] for e in cli.fleet_capacity(hostvars, groups)] == [96, 96]
+    assert [e["router_cap"] for e in cli.engine_capacities(hostvars, groups)] == [96, 96]
     assert [
-        e["router_cap"] for e in cli.fleet_capacity(*without_groups(shipped_inventory("production"), "sglang_router"))
+        e["router_cap"]
+        for e in cli.engine_capacities(*without_groups(shipped_inventory("production"), "sglang_router"))
     ] == [
         None,
         None,
     ]
 
 
-def test_fleet_capacity_uses_declared_model_size_and_gpu_memory() -> None:
+def test_engine_capacities_uses_declared_model_size_and_gpu_memory() -> None:
     """sglang_model.params_b/quantization set the weights (142e9 x (1 + 4/128^2) bytes / tp 4), and
     sglang_gpu_memory_gib the memory, of each engine."""
     inv = with_var(shipped_inventory("production"), "gpu-node-01", "sglang_model", params_b=142, quantization="fp8")
-    entries = cli.fleet_capacity(*inv)
+    entries = cli.engine_capacities(*inv)
     assert [e["limits"].weights_bytes for e in entries] == [35508666992, 35508666992]
     assert [e["limits"].max_total_num_tokens for e in entries] == [10213120, 11444736]
     hostvars, groups = shipped_inventory("production")
     hostvars["gpu-node-01"]["sglang_gpu_memory_gib"] = 80
-    assert [e["limits"].max_total_num_tokens for e in cli.fleet_capacity(hostvars, groups)] == [3324928, 4133376]
+    assert [e["limits"].max_total_num_tokens for e in cli.engine_capacities(hostvars, groups)] == [3324928, 4133376]
 
 
 # --- risk_section ----------------------------------------------------------------------------------------------------

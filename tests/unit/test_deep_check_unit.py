@@ -23,9 +23,9 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import (
     Line,
     _installed,
     cache_key,
+    command_lines,
     deep_check,
     engine_line,
-    fleet_lines,
     problem,
     resolve_pythons,
     router_line,
@@ -218,7 +218,7 @@ def test_fleet_lines_in_role_order_and_skips_naming_host_role_and_reason() -> No
         "sglang_router": ["gpu-1"],
         "sglang_engine": ["bad"],
     }
-    lines, skipped = fleet_lines(all_hostvars, groups, str(CTL))
+    lines, skipped = command_lines(all_hostvars, groups, str(CTL))
     assert [(line.host, line.role) for line in lines] == [("gpu-1", "prefill"), ("gpu-1", "decode")]
     assert lines[0].argv == PREFILL_ARGV and lines[1].argv == DECODE_ARGV
     assert skipped == [
@@ -232,7 +232,7 @@ def test_fleet_lines_in_role_order_and_skips_naming_host_role_and_reason() -> No
 
 def test_fleet_lines_of_a_whole_fleet() -> None:
     """Each server of each group gets exactly its line."""
-    lines, skipped = fleet_lines({"gpu-1": fleet()}, GROUPS, CTL)
+    lines, skipped = command_lines({"gpu-1": fleet()}, GROUPS, CTL)
     assert skipped == []
     assert [(line.role, line.argv) for line in lines] == [
         ("prefill", PREFILL_ARGV),
@@ -243,7 +243,7 @@ def test_fleet_lines_of_a_whole_fleet() -> None:
 
 def test_fleet_lines_of_a_fleet_with_only_a_router() -> None:
     """Missing groups have no servers: one router line without workers."""
-    lines, skipped = fleet_lines({"gpu-1": fleet()}, {"sglang_router": ["gpu-1"]}, CTL)
+    lines, skipped = command_lines({"gpu-1": fleet()}, {"sglang_router": ["gpu-1"]}, CTL)
     assert skipped == []
     assert [(line.role, line.argv) for line in lines] == [
         ("router", ["--pd-disaggregation", "--port", "8000", "--queue-size", "16", "--disable-tokenizer-autoload"])
@@ -867,7 +867,7 @@ def test_results_are_cached_under_the_model_config(
     first = deep_check({"gpu-1": fleet()}, GROUPS, settings)
     assert first["problems"] == [] and (first["stats"]["checked"], first["stats"]["cached"]) == (3, 0)
     assert rig.request(SGL)["cases"][1]["argv"][:2] == ["--model-path", str(models.resolve() / "m1")]
-    lines, _ = fleet_lines({"gpu-1": fleet()}, GROUPS, models.resolve())
+    lines, _ = command_lines({"gpu-1": fleet()}, GROUPS, models.resolve())
     pythons = {"sglang": rig.sglang, "smg": rig.smg}
     keys = {f"{cache_key(line, pythons[line.tool], rig.files, config)}.json" for line in lines}
     assert set(os.listdir(cache)) == keys

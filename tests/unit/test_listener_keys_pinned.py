@@ -14,7 +14,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_flags, s
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import api_key_file, from_argv
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import sha1
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import listeners
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge, transfer_needs
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import server_problems, transfer_needs
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_schema import EnvelopeError
 
 ROUTER = {"role": "router", "unit": "sglang-dsv4-router", "user": "sglang"}
@@ -46,7 +46,7 @@ def test_a_router_mesh_port_in_use_is_named_by_its_mesh_key() -> None:
         {"host": "*", "port": 29000, "result": "bound"},
         {"host": "*", "port": 39527, "result": "EADDRINUSE"},
     )
-    assert judge(ROUTER, answer, lambda port: []) == [
+    assert server_problems(ROUTER, answer, lambda port: []) == [
         "sglang-dsv4-router: port 39527 (sglang_router.mesh_port = 39527) is already in use on this host by another "
         "process; sglang-dsv4-router could not bind it. Declare a free port in sglang_router.mesh_port or stop what "
         "holds it."
@@ -59,7 +59,7 @@ def test_a_router_mesh_address_not_on_the_host_is_named_by_its_mesh_host_key() -
         {"host": "*", "port": 29000, "result": "bound"},
         {"host": "10.9.9.9", "port": 39527, "result": "EADDRNOTAVAIL", "error": "EADDRNOTAVAIL: Cannot assign"},
     )
-    assert judge(ROUTER, answer, lambda port: []) == [
+    assert server_problems(ROUTER, answer, lambda port: []) == [
         "sglang-dsv4-router: the listen address 10.9.9.9 (sglang_router.mesh_host) is not an address of this host "
         "(EADDRNOTAVAIL: Cannot assign). Declare an address the host has, or 0.0.0.0 / ::."
     ]

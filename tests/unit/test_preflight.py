@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
     engine_imports,
-    judge,
     passed_before,
     release_check_argv,
     release_problems,
     remember_pass,
+    server_problems,
     systemd_run_argv,
     transfer_needs,
 )
@@ -122,7 +122,7 @@ def test_a_port_held_by_the_same_unit_is_fine_and_by_another_is_refused_naming_i
         30000: [{"pid": 11, "comm": "python", "unit": "sglang-dsv4-prefill"}],
         8998: [{"pid": 12, "comm": "socat", "unit": "other"}],
     }
-    problems = judge(PREFILL, answer, lambda port: held[port])
+    problems = server_problems(PREFILL, answer, lambda port: held[port])
     assert answer["listeners"][0]["held_by"] == "sglang-dsv4-prefill (pid 11)"
     assert problems == [
         "sglang-dsv4-prefill: port 8998 (sglang_prefill.disaggregation_bootstrap_port = 8998) is already in use on "
@@ -166,7 +166,7 @@ def test_each_listener_result_is_named_with_its_variable(
 ) -> None:
     answer = {"listeners": [{"host": "0.0.0.0", "port": 8000, "result": "bound"},
                             {"host": "10.1.2.3", "port": 29000, **row}], "paths": []}  # fmt: skip
-    assert judge(ROUTER, answer, lambda port: held if port == 29000 else []) == ([problem] if problem else [])
+    assert server_problems(ROUTER, answer, lambda port: held if port == 29000 else []) == ([problem] if problem else [])
 
 
 def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing_gpus() -> None:
@@ -179,7 +179,7 @@ def test_a_low_port_a_foreign_address_a_hidden_path_a_missing_module_and_missing
     server = {**PREFILL, "path_vars": ["sglang_model.path"], "python": "/opt/sglang/current/venv/bin/python",
               "import_reasons": {"mooncake": "disaggregation_transfer_backend mooncake imports it"},
               "gpu_ids": [0, 1, 2, 3]}  # fmt: skip
-    problems = judge(server, answer, lambda port: [])
+    problems = server_problems(server, answer, lambda port: [])
     assert [p.split(": ", 1)[1].split(" (")[0] for p in problems] == [
         "the unit's user sglang may not bind 0.0.0.0:80",
         "the listen address 10.9.9.9",

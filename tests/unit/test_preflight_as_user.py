@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import server_problems
 from probetools import run_probe
 from unituser import UnitUser, unit_user
 
@@ -74,7 +74,7 @@ def test_the_probe_reads_as_the_unit_user_and_the_judge_names_each_path(user: Un
     declared = ["sglang_model.path", "sglang_decode.download_dir", "sglang_model.config", "sglang_model.tokenizer",
                 "a", "b", "c"]  # fmt: skip
     server = {"role": "decode", "unit": "sglang-dsv4-decode", "user": user.name, "path_vars": declared}
-    problems = judge(server, answer, lambda port: [])
+    problems = server_problems(server, answer, lambda port: [])
     assert len(problems) == 4
     for problem, path, variable in zip(problems, paths, declared, strict=False):
         assert problem.startswith(f"sglang-dsv4-decode: {path} ({variable}) "), problem
@@ -102,7 +102,7 @@ def test_a_low_port_is_refused_to_the_unit_user(user: UnitUser) -> None:
     answer = probe_as(user, listeners=[["127.0.0.1", start - 1]])
     assert [row["result"] for row in answer["listeners"]] == ["EACCES"]
     server = {"role": "router", "unit": "sglang-dsv4-router", "user": user.name, "path_vars": []}
-    problems = judge(server, answer, lambda port: [])
+    problems = server_problems(server, answer, lambda port: [])
     assert problems == [
         f"sglang-dsv4-router: the unit's user {user.name} may not bind 127.0.0.1:{start - 1} (sglang_router.port = "
         f"{start - 1}): ports below 1024 need root or CAP_NET_BIND_SERVICE. Declare a port of 1024 or above in "

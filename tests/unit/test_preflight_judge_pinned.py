@@ -1,5 +1,5 @@
-"""The problems `judge` (module_utils/sglang_preflight.py) names for the paths a server reads, the modules it imports
-and the GPUs it opens, each written out whole by hand."""
+"""The problems `server_problems` (module_utils/sglang_preflight.py) names for the paths a server reads, the modules it
+imports and the GPUs it opens, each written out whole by hand."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight impor
     PROBE,
     RELEASE_CHECK,
     engine_imports,
-    judge,
     probe_argv,
     release_check_argv,
     release_problems,
+    server_problems,
 )
 
 UNIT = "sglang-dsv4-decode"
@@ -57,24 +57,26 @@ PATH_ROWS = [
 def test_each_path_result_gives_its_reason(row: dict[str, Any], reason: str | None) -> None:
     server = {**SERVER, "path_vars": ["sglang_model.path"]}
     answer = {"listeners": [], "paths": [row]}
-    assert judge(server, answer, nobody) == ([path_problem("/models/x", "sglang_model.path", reason)] if reason else [])
+    assert server_problems(server, answer, nobody) == (
+        [path_problem("/models/x", "sglang_model.path", reason)] if reason else []
+    )
 
 
 def test_a_readable_path_is_passed_over_and_the_next_one_still_judged() -> None:
     server = {**SERVER, "path_vars": ["sglang_model.path", "sglang_model.tokenizer_path"]}
     answer = {"listeners": [], "paths": [{"path": "/m", "result": "read"}, {"path": "/t", "result": "ENOENT"}]}
-    assert judge(server, answer, nobody) == [path_problem("/t", "sglang_model.tokenizer_path", ENOENT)]
+    assert server_problems(server, answer, nobody) == [path_problem("/t", "sglang_model.tokenizer_path", ENOENT)]
 
 
 def test_paths_beyond_the_declared_variables_are_not_judged() -> None:
     server = {**SERVER, "path_vars": ["sglang_model.path"]}
     answer = {"listeners": [], "paths": [{"path": "/m", "result": "ENOENT"}, {"path": "/extra", "result": "EACCES"}]}
-    assert judge(server, answer, nobody) == [path_problem("/m", "sglang_model.path", ENOENT)]
+    assert server_problems(server, answer, nobody) == [path_problem("/m", "sglang_model.path", ENOENT)]
 
 
 def test_a_server_without_declared_paths_has_no_path_problems() -> None:
     answer = {"listeners": [], "paths": [{"path": "/m", "result": "ENOENT"}]}
-    assert judge(SERVER, answer, nobody) == []
+    assert server_problems(SERVER, answer, nobody) == []
 
 
 def import_problem(name: str, result: str, why: str) -> str:
@@ -90,12 +92,14 @@ def test_a_found_module_is_fine_and_a_missing_one_names_why_the_engine_imports_i
     server = {**SERVER, "python": PYTHON, "import_reasons": {"nixl._api": why}}
     imports = {"sglang": "found", "nixl._api": "not found (ImportError: libcuda.so.1)"}
     answer = {"listeners": [], "paths": [], "imports": imports}
-    assert judge(server, answer, nobody) == [import_problem("nixl._api", "not found (ImportError: libcuda.so.1)", why)]
+    assert server_problems(server, answer, nobody) == [
+        import_problem("nixl._api", "not found (ImportError: libcuda.so.1)", why)
+    ]
 
 
 def test_a_missing_module_without_a_declared_reason_says_the_server_imports_it() -> None:
     answer = {"listeners": [], "paths": [], "imports": {"sglang": "not found"}}
-    assert judge({**SERVER, "python": PYTHON}, answer, nobody) == [
+    assert server_problems({**SERVER, "python": PYTHON}, answer, nobody) == [
         import_problem("sglang", "not found", "the server imports it")
     ]
 
@@ -103,7 +107,9 @@ def test_a_missing_module_without_a_declared_reason_says_the_server_imports_it()
 def test_a_module_without_its_reason_among_other_reasons_says_the_server_imports_it() -> None:
     server = {**SERVER, "python": PYTHON, "import_reasons": {"mooncake.engine": "the backend imports it"}}
     answer = {"listeners": [], "paths": [], "imports": {"sglang_sim": "no executable /x"}}
-    assert judge(server, answer, nobody) == [import_problem("sglang_sim", "no executable /x", "the server imports it")]
+    assert server_problems(server, answer, nobody) == [
+        import_problem("sglang_sim", "no executable /x", "the server imports it")
+    ]
 
 
 def gpu_problem(opened: int, ids: list[int]) -> str:
@@ -130,12 +136,12 @@ GPUS = [
 def test_the_unit_must_open_every_declared_gpu(ids: list[int], opened: int | None, short: bool) -> None:
     answer = {"listeners": [], "paths": [], "gpus": opened}
     expected = [gpu_problem(opened or 0, ids)] if short else []
-    assert judge({**SERVER, "gpu_ids": ids}, answer, nobody) == expected
+    assert server_problems({**SERVER, "gpu_ids": ids}, answer, nobody) == expected
 
 
 def test_an_answer_without_a_gpu_count_opened_none() -> None:
     answer = {"listeners": [], "paths": []}
-    assert judge({**SERVER, "gpu_ids": [4, 5]}, answer, nobody) == [gpu_problem(0, [4, 5])]
+    assert server_problems({**SERVER, "gpu_ids": [4, 5]}, answer, nobody) == [gpu_problem(0, [4, 5])]
 
 
 def test_engine_imports_say_why_each_module_is_imported() -> None:
@@ -177,7 +183,7 @@ STARTUP_CHECKS = [
 @pytest.mark.parametrize(("check", "problem"), STARTUP_CHECKS, ids=[str(i) for i in range(len(STARTUP_CHECKS))])
 def test_sglangs_own_startup_check_on_the_host(check: dict[str, Any] | None, problem: str | None) -> None:
     answer = {"listeners": [], "paths": [], "sglang_check": check}
-    assert judge({**SERVER, "python": PYTHON}, answer, nobody) == ([problem] if problem else [])
+    assert server_problems({**SERVER, "python": PYTHON}, answer, nobody) == ([problem] if problem else [])
 
 
 def test_the_probe_and_the_release_check_run_isolated_with_json_arguments() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sglang_envelope_cli.commands import fleet_capacity, fleet_section
+from sglang_envelope_cli.commands import engine_capacities, fleet_section
 from shipped import shipped_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_capacity_doc_production_table_matches_the_capacity_command() -> None:
     }
     assert set(rows) == {"decode", "prefill"}, "docs/capacity.md's production capacity table is missing or reshaped"
     hostvars, groups = shipped_inventory("production")
-    for entry in fleet_capacity(hostvars, groups):
+    for entry in engine_capacities(hostvars, groups):
         limits = entry["limits"]
         full = next(r for r in entry["rows"] if r.context_len == limits.context_len)
         computed = (limits.max_total_num_tokens, limits.max_running_requests, full.fit_in_pool)
@@ -42,7 +42,7 @@ def test_readme_quick_start_decode_figures_match_the_capacity_command() -> None:
     )
     assert match, "the README's quick start no longer states the decode engine's figures"
     hostvars, groups = shipped_inventory("production")
-    decode = next(e for e in fleet_capacity(hostvars, groups) if e["role"] == "decode")
+    decode = next(e for e in engine_capacities(hostvars, groups) if e["role"] == "decode")
     limits = decode["limits"]
     full = next(r for r in decode["rows"] if r.context_len == limits.context_len)
     stated = tuple(int(g.replace(",", "")) for g in match.groups())

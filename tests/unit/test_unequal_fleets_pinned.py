@@ -20,8 +20,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import (
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import Shape, fleet_fit, plan, rollout_plan
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     capacity_lines,
-    fleet_capacity,
     fleet_lines,
+    live_fleet_summary,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_risks import declared_state, risks
 from sglang_envelope_cli import commands as cli
@@ -108,7 +108,7 @@ def test_the_audit_report_answers_from_each_live_engine() -> None:
     (1 token: 1 page, 256 + 0 and 256 + 512 tokens) fill both engines' slots: 72, bound by them. Total context =
     11,159,040 + 2,000,000 = 13,159,040 tokens. The routers queue 10 + 20 = 30 calls, a call waits up to the longer
     queue_timeout_secs, max(30, 60) = 60 s."""
-    fleet = fleet_capacity(uf.LIVE_FLEET)
+    fleet = live_fleet_summary(uf.LIVE_FLEET)
     assert fleet_lines(fleet) == [
         "parallel calls: 72, bound by decode fleet max_running_requests",
         "parallel calls at the full context of 262144 tokens: 49, bound by decode KV pools at full context",

@@ -21,8 +21,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_deep import (
     FILES_DIR,
     Line,
     _installed,
+    command_lines,
     deep_check,
-    fleet_lines,
     line_problems,
     run_checkers,
 )
@@ -260,7 +260,7 @@ def corpus() -> dict[str, list[str]]:
     lines: dict[str, list[Line]] = {}
     unique: dict[str, Line] = {}
     for name, overrides in cases:
-        lines[name], skipped = fleet_lines({HOST: hostvars_for(overrides)}, GROUPS, MODELS)
+        lines[name], skipped = command_lines({HOST: hostvars_for(overrides)}, GROUPS, MODELS)
         assert not skipped and len(lines[name]) == 3, (name, skipped)
         for line in lines[name]:
             unique.setdefault(json.dumps([line.tool, line.argv, line.environ]), line)
@@ -308,7 +308,7 @@ def test_lines_are_the_rendered_scripts(rendered: tuple[str, Path]) -> None:
     environment of their environment files."""
     name, root = rendered
     assert name == "production"
-    lines, _ = fleet_lines({HOST: {**production(), "sglang_api_key": VAULT_KEY}}, GROUPS, MODELS)  # its vault file's
+    lines, _ = command_lines({HOST: {**production(), "sglang_api_key": VAULT_KEY}}, GROUPS, MODELS)  # its vault file's
     for line in lines:
         script = root / HOST / "opt/sglang/bin" / f"serve_dsv4_{line.role}.sh"
         argv = parse_script(script.read_text())

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import to_environ
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import judge, probe_argv
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import probe_argv, server_problems
 from deploytools import REPO, envelope
 
 F_PATH = REPO / "collections/ansible_collections/sglang/dsv4/plugins/filter/sglang.py"
@@ -58,7 +58,7 @@ def problems(answer: dict[str, Any]) -> list[str]:
         "user": "sglang",
         "python": "/opt/sglang/current/venv/bin/python",
     }
-    return judge(server, answer, lambda _port: [])
+    return server_problems(server, answer, lambda _port: [])
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     Report,
     Server,
     build,
-    fleet_capacity,
+    live_fleet_summary,
     render_text,
     server_from_record,
 )
@@ -36,7 +36,7 @@ def test_the_index_key_note_keeps_a_trailing_capital_x() -> None:
 def test_a_drift_line_keeps_a_trailing_capital_x() -> None:
     drift = {"key": "page_size", "layer": "running", "layers": ["running", "effective"], "severity": "drift"}
     server = Server("gpu1", "decode", "drift", drift=[{**drift, "explanation": "restarted by hand on host X"}])
-    report = Report([server], fleet_capacity([server]))
+    report = Report([server], live_fleet_summary([server]))
     assert render_text(report).splitlines()[:2] == [
         "gpu1 decode (version unknown): DRIFT",
         "  drift: page_size from running [running,effective]: restarted by hand on host X",
@@ -49,7 +49,7 @@ def test_a_router_admitting_zero_leaves_the_fleet_without_a_router_bound() -> No
         Server("r1", "router", "ok", live={"max_concurrent_requests": 0}),
         Server("r2", "router", "ok", live={"max_concurrent_requests": 8}),
     ]
-    fleet = fleet_capacity(routers)
+    fleet = live_fleet_summary(routers)
     assert fleet["router_max_concurrent_requests"] is None
     assert "parallel_calls" not in fleet
 

@@ -14,9 +14,9 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     Server,
     build,
     engine_capacity,
-    fleet_capacity,
     fleet_lines,
     front_state,
+    live_fleet_summary,
     render_markdown,
     server_from_record,
 )
@@ -167,7 +167,7 @@ def test_the_capacity_entry_gives_the_engine_back_with_its_ranks_page_and_reserv
 
 def test_short_calls_bound_by_a_tiny_decode_pool_name_the_pools() -> None:
     # Ten one-token calls fit ten tokens; not one call at the 1,000-token context does.
-    assert fleet_capacity([Server("d1", "decode", "ok", capacity=cap(1000, 10, 100))]) == {
+    assert live_fleet_summary([Server("d1", "decode", "ok", capacity=cap(1000, 10, 100))]) == {
         "routers": 0, "decode_engines": 1, "decode_running": 100, "decode_full_length_at_once": 0,
         "decode_full_length_fit": 0, "context_length": 1000, "decode_pool_tokens": 10, "parallel_calls": 10,
         "binding": "decode KV pools", "parallel_calls_full_context": 0,
@@ -178,7 +178,7 @@ def test_short_calls_bound_by_a_tiny_decode_pool_name_the_pools() -> None:
 def test_a_prefill_engine_with_a_shorter_context_sets_the_per_call_context() -> None:
     decode = Server("d1", "decode", "ok", capacity=cap(1000, 100000, 100))
     prefill = Server("p1", "prefill", "ok", capacity=cap(500, 50000, 2))
-    assert fleet_capacity([decode, prefill]) == {
+    assert live_fleet_summary([decode, prefill]) == {
         "routers": 0, "decode_engines": 1, "decode_running": 100, "decode_full_length_at_once": 100,
         "decode_full_length_fit": 200, "context_length": 500, "decode_pool_tokens": 100000, "parallel_calls": 100,
         "binding": "decode fleet max_running_requests", "parallel_calls_full_context": 100,

@@ -23,9 +23,9 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_report import (
     capacity_lines,
     chart_name,
     engine_capacity,
-    fleet_capacity,
     fleet_lines,
     fmt,
+    live_fleet_summary,
     live_state,
     render_charts,
     render_markdown,
@@ -345,7 +345,7 @@ def _capped(host: str, running: int, context: int, pool: int) -> Server:
     return server
 
 
-def test_fleet_capacity_sums_routers_and_decode_engines() -> None:
+def test_live_fleet_summary_sums_routers_and_decode_engines() -> None:
     """Routers' caps and queues add up, the longest timeout counts; decode engines add up at the shortest context,
     each call served 65,534 tokens: d1 holds 3,000,000 // 65,534 = 45 (runs 32), d2 2,000,000 // 65,534 = 30."""
     servers = [
@@ -357,7 +357,7 @@ def test_fleet_capacity_sums_routers_and_decode_engines() -> None:
         Server("d3", "decode", "ok"),
         Server("r3", "router", "unreachable"),
     ]
-    assert fleet_capacity(servers) == {
+    assert live_fleet_summary(servers) == {
         "routers": 2,
         "decode_engines": 2,
         "router_max_concurrent_requests": 64,
@@ -375,7 +375,7 @@ def test_fleet_capacity_sums_routers_and_decode_engines() -> None:
     }
 
 
-def test_fleet_capacity_router_without_cap() -> None:
+def test_live_fleet_summary_router_without_cap() -> None:
     """A router without max_concurrent_requests leaves the fleet uncapped at the router; the decode slots bind
     (the pool holds 36,846 // 4,094 = 9 calls at full length)."""
     servers = [
@@ -383,7 +383,7 @@ def test_fleet_capacity_router_without_cap() -> None:
         _router("r2", queue_size=None),
         _capped("d", 8, 4096, 36_846),
     ]
-    assert fleet_capacity(servers) == {
+    assert live_fleet_summary(servers) == {
         "routers": 2,
         "decode_engines": 1,
         "router_max_concurrent_requests": None,
@@ -401,9 +401,9 @@ def test_fleet_capacity_router_without_cap() -> None:
     }
 
 
-def test_fleet_capacity_routers_only_and_nothing() -> None:
+def test_live_fleet_summary_routers_only_and_nothing() -> None:
     """Only routers: their admission binds, nothing at full context; no servers: only the counts."""
-    assert fleet_capacity([_router("r", max_concurrent_requests=5, queue_size=3, queue_timeout_secs=7)]) == {
+    assert live_fleet_summary([_router("r", max_concurrent_requests=5, queue_size=3, queue_timeout_secs=7)]) == {
         "routers": 1,
         "decode_engines": 0,
         "router_max_concurrent_requests": 5,
@@ -412,12 +412,12 @@ def test_fleet_capacity_routers_only_and_nothing() -> None:
         "parallel_calls": 5,
         "binding": "router max_concurrent_requests",
     }
-    assert fleet_capacity([]) == {"routers": 0, "decode_engines": 0}
+    assert live_fleet_summary([]) == {"routers": 0, "decode_engines": 0}
 
 
-def test_fleet_capacity_pools_bind_at_full_context_together_with_slots() -> None:
+def test_live_fleet_summary_pools_bind_at_full_context_together_with_slots() -> None:
     """Equal bounds at full context are named together, in order (32,752 // 4,094 = 8 calls, 8 slots)."""
-    fleet = fleet_capacity([_capped("d", 8, 4096, 32_752)])
+    fleet = live_fleet_summary([_capped("d", 8, 4096, 32_752)])
     assert (fleet["parallel_calls_full_context"], fleet["binding_full_context"]) == (
         8,
         "decode fleet max_running_requests = decode KV pools at full context",

@@ -437,7 +437,7 @@ def test_the_chart_of_three_levels() -> None:
         point(2, ("TTFT p50", 60.0, 40.0, 30.0, 80.0), ("TTFT p90", 0.0, None, None, None), ("E2E p50", 2, 1, 1, 1)),
     ]
     blue, orange = "#1f77b4", "#ff7f0e"
-    assert bench.render_svg("lab & co: 4x300", points).split("\n") == [
+    assert bench.bench_svg("lab & co: 4x300", points).split("\n") == [
         *HEAD,
         '<text x="80" y="22" font-size="14" font-weight="bold">lab &amp; co: 4x300</text>',
         *AXES,
@@ -474,7 +474,7 @@ def test_the_chart_of_three_levels() -> None:
 
 def test_the_chart_of_one_level_without_figures() -> None:
     # one level: x from half to twice it, so it sits in the middle; no figure: 1 .. 10 ms
-    assert bench.render_svg("t", [point(8, ("errors", 3.0, 1.0, None, None))]).split("\n") == [
+    assert bench.bench_svg("t", [point(8, ("errors", 3.0, 1.0, None, None))]).split("\n") == [
         *HEAD,
         '<text x="80" y="22" font-size="14" font-weight="bold">t</text>',
         *AXES,
@@ -490,7 +490,7 @@ def test_the_chart_of_one_level_without_figures() -> None:
 
 def test_the_chart_plots_small_measurements_and_levels_of_equal_concurrency() -> None:
     points = [point(8, ("ITL p50", 0.5, None, None, None)), point(8, ("ITL p50", 0.75, None, None, None))]
-    svg = bench.render_svg("t", copy.deepcopy(points))
+    svg = bench.bench_svg("t", copy.deepcopy(points))
     assert svg.count("<circle") == 2 and svg.count('stroke="#2ca02c"') == 2
     assert '<text x="646" y="54">ITL p50 measured</text>' in svg
     # 0.5 .. 0.75 ms widened to 0.33 .. 1.125 ms: one grid line, at 1 ms
@@ -500,7 +500,7 @@ def test_the_chart_plots_small_measurements_and_levels_of_equal_concurrency() ->
 def test_two_levels_span_the_whole_axis() -> None:
     # two levels: the x axis runs from the first (at the left edge, x 80) to the second (at the right edge, x 600)
     none = ("errors", 0.0, 0.0, None, None)
-    svg = bench.render_svg("t", [point(4, none), point(16, none)])
+    svg = bench.bench_svg("t", [point(4, none), point(16, none)])
     labels = [line for line in svg.split("\n") if line.endswith('text-anchor="middle">4</text>')
               or line.endswith('text-anchor="middle">16</text>')]  # fmt: skip
     assert labels == ['<text x="80.0" y="406" text-anchor="middle">4</text>',

@@ -255,7 +255,7 @@ def test_the_json_report_and_the_chart() -> None:
     assert back["levels"][1]["result"]["median_ttft_ms"] is None
     assert row(back["levels"][1]["rows"], "errors")["measured"] == 1
     assert "level 1/2: 4x300: 4 call(s) of 200 in + 100 out at once" in lines
-    svg = bench.render_svg("lab: 4x300", [{"concurrency": e["concurrency"], "rows": e["rows"]} for e in back["levels"]])
+    svg = bench.bench_svg("lab: 4x300", [{"concurrency": e["concurrency"], "rows": e["rows"]} for e in back["levels"]])
     xml.dom.minidom.parseString(svg)
     assert "TTFT p50 measured" in svg and "ITL p50 predicted (band shaded)" in svg and "<polygon" in svg
 

@@ -5,7 +5,7 @@ binds every listener the server will own, reads the paths it reads, finds the mo
 Python, and counts the GPUs it can open. A listener already taken is then looked up as root: held by the same
 server's unit, it is fine (that server restarts in place); held by anything else, the server could not bind it.
 
-The problems name the declared variable; `judge` turns the probe's answer into them.
+The problems name the declared variable; `server_problems` turns the probe's answer into them.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def probe_argv(python: str, spec: Mapping[str, Any]) -> list[str]:
     return [python, "-I", "-c", PROBE, json.dumps(dict(spec))]
 
 
-def judge(
+def server_problems(
     server: Mapping[str, Any], answer: Mapping[str, Any], holders: Callable[[int], list[dict[str, Any]]]
 ) -> list[str]:
     """The problems of one server from the probe's answer. A problem names the host's server, the declared

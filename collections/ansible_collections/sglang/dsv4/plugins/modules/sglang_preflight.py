@@ -148,10 +148,10 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
-    judge,
     passed_before,
     probe_argv,
     remember_pass,
+    server_problems,
     systemd_run_argv,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sockets import holders
@@ -254,7 +254,7 @@ def check(
     server = {"role": p["role"], "unit": p["unit"], "user": user, "path_vars": p["path_vars"], "python": python,
               "import_reasons": p["imports"], "gpu_ids": p["gpu_ids"]}  # fmt: skip
     return (
-        judge(server, answer, holders),
+        server_problems(server, answer, holders),
         notes,
         {"unit": p["unit"], "listeners": answer["listeners"], "seconds": seconds},
     )

@@ -121,7 +121,7 @@ def router_line(
     return line
 
 
-def fleet_lines(
+def command_lines(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Any], models_dir: str | Path
 ) -> tuple[list[Line], list[str]]:
     """Every server's line, and the servers whose envelope cannot be built (validation reports why)."""
@@ -362,7 +362,7 @@ def deep_check(
     if not sglang_python and not smg_python:
         return {"problems": problems, "warnings": warnings, "stats": {"checked": 0, "cached": 0, "seconds": 0}}
     models_dir = Path(str(settings.get("models_dir") or sglang_paths.models_dir()))
-    lines, _sources = fleet_lines(all_hostvars, groups, models_dir.resolve())
+    lines, _sources = command_lines(all_hostvars, groups, models_dir.resolve())
     config_path = Path(model_config_path(models_dir, settings.get("model_name") or ""))
     model_config = config_path.read_bytes() if config_path.is_file() else b""
     cache_dir = settings.get("cache_dir")

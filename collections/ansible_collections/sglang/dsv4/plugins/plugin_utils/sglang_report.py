@@ -233,7 +233,7 @@ def _named(memory: Memory, pools: str) -> str:
     return " = ".join(names[k] for k in (CONTEXT, PREFILL, ROUTER, RUNNING, KV_POOL) if k in memory.bindings)
 
 
-def fleet_capacity(servers: Sequence[Server]) -> dict[str, Any]:
+def live_fleet_summary(servers: Sequence[Server]) -> dict[str, Any]:
     """The fleet answer from the live values (fleet_summary)."""
     routers = [s.live for s in servers if s.role == "router" and s.live]
     engines = [e for s in servers if s.role in ("prefill", "decode") and (e := _capacity_engine(s)) is not None]
@@ -355,7 +355,7 @@ def build(
         if server.role != "router" and server.status != "unreachable":
             server.capacity = engine_capacity(server, router_cap)
     findings = risks(live_state(servers, declared), declared, model_config)
-    fleet = fleet_capacity(servers)
+    fleet = live_fleet_summary(servers)
     if predicted_time:
         fleet["predicted_time"] = [dict(p) for p in predicted_time]
     if measured_time:
