@@ -33,10 +33,10 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     Alert,
     Case,
     EngineTarget,
-    Fleet,
     MonitoringError,
     Policy,
     RouterTarget,
+    Targets,
     _flat,
     _gauge_cases,
     _minutes,
@@ -921,8 +921,8 @@ def test_stale_audit_rule_scales_with_the_drift_period() -> None:
 # ---------------------------------------------------------------- the rule file and its promtool tests
 
 
-def _small_fleet() -> Fleet:
-    return Fleet([PREFILL, DECODE], [ROUTER])
+def _small_fleet() -> Targets:
+    return Targets([PREFILL, DECODE], [ROUTER])
 
 
 def test_all_alerts_has_a_group_per_engine_and_router_and_the_drift_group() -> None:

@@ -1,9 +1,9 @@
-"""The fleet answer the alert rules and the dashboard take (plugin_utils/sglang_alerts.py: Fleet.memory), written out
+"""The fleet answer the alert rules and the dashboard take (plugin_utils/sglang_alerts.py: Targets.memory), written out
 whole from the predicted limits: running slots and KV pool per attention-DP rank, page size, routers' admission."""
 
 from __future__ import annotations
 
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import EngineTarget, Fleet, RouterTarget
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import EngineTarget, RouterTarget, Targets
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import EngineCalls, Memory
 
 DECODE = EngineTarget(
@@ -23,7 +23,7 @@ ROUTER = RouterTarget("r1", {"max_concurrent_requests": 6}, 2)
 def test_each_rank_gets_its_share_of_the_running_slots_and_the_router_binds() -> None:
     """d1: 2 ranks of 9 // 2 = 4 slots; 998-token calls take 1,024 tokens of 64-token pages, 9 to a 10,000-token
     pool; p1: 5 calls of 998 in its pool, 3 slots. 8 decode calls, the router admits 6."""
-    assert Fleet([PREFILL, DECODE, NO_POOL, NO_CONTEXT], [ROUTER]).memory() == Memory(
+    assert Targets([PREFILL, DECODE, NO_POOL, NO_CONTEXT], [ROUTER]).memory() == Memory(
         tokens=998,
         parallel=6,
         binding="router max_concurrent_requests",
@@ -43,7 +43,7 @@ def test_each_rank_gets_its_share_of_the_running_slots_and_the_router_binds() ->
 def test_an_engine_without_running_slots_or_page_size_runs_one_call_on_pages_of_one_token() -> None:
     """999-token calls on one-token pages: 10 fit a 9,990-token pool (on two-token pages only 9); one slot."""
     decode = EngineTarget("d1", "decode", "http://d1:30001", {"context_length": 1001}, {"max_total_tokens": 9990})
-    assert Fleet([decode], []).memory() == Memory(
+    assert Targets([decode], []).memory() == Memory(
         tokens=999,
         parallel=1,
         binding="decode max_running_requests",
@@ -61,5 +61,5 @@ def test_an_engine_without_running_slots_or_page_size_runs_one_call_on_pages_of_
 
 
 def test_without_an_engine_with_a_pool_and_a_context_there_is_no_answer() -> None:
-    assert Fleet([NO_POOL, NO_CONTEXT], [ROUTER]).memory() is None
-    assert Fleet([], []).memory() is None
+    assert Targets([NO_POOL, NO_CONTEXT], [ROUTER]).memory() is None
+    assert Targets([], []).memory() is None

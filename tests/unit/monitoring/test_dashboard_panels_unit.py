@@ -13,9 +13,9 @@ import pytest
 import yaml
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     EngineTarget,
-    Fleet,
     Policy,
     RouterTarget,
+    Targets,
     fleet,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import _diff, build, validate
@@ -43,7 +43,7 @@ DECODE = EngineTarget(
 BARE = EngineTarget("d2", "decode", "http://d2:30001", {}, {})
 ROUTER = RouterTarget("r1", {"max_concurrent_requests": 128, "queue_size": 256}, 3)
 QUEUE_ONLY = RouterTarget("r2", {"queue_size": 512}, 3)
-FLEET = Fleet([PREFILL, DECODE, BARE], [ROUTER])
+FLEET = Targets([PREFILL, DECODE, BARE], [ROUTER])
 SLO = Policy(ttft_p99_slo_s=2.5, rate_window="2m")
 
 
@@ -137,7 +137,7 @@ def test_parallel_calls_draws_decode_engines_and_routers_against_their_limits(bo
 
 def test_parallel_calls_draws_only_the_router_limits_declared() -> None:
     """A router without max_concurrent_requests gets its queue_size line only."""
-    panel = _panels(build(Fleet([DECODE], [QUEUE_ONLY]), Policy()))["Parallel calls"]
+    panel = _panels(build(Targets([DECODE], [QUEUE_ONLY]), Policy()))["Parallel calls"]
     assert _targets(panel)[2:] == [
         ("C", _router("smg_admission_inflight", "r2:router"), "in flight r2:router"),
         ("D", _router("smg_admission_queue_depth", "r2:router"), "queued r2:router"),
@@ -195,7 +195,7 @@ def test_per_call_context_is_a_prompt_length_histogram_against_the_smallest_cont
 
 def test_per_call_context_without_any_declared_context_says_zero() -> None:
     """No engine declares or predicts a context_length: the description falls back to 0."""
-    panel = _panels(build(Fleet([BARE], []), Policy()))["Per-call context (prompt length)"]
+    panel = _panels(build(Targets([BARE], []), Policy()))["Per-call context (prompt length)"]
     assert panel["description"] == _per_call_description("0")
 
 
@@ -246,7 +246,7 @@ def test_ttft_p99_per_decode_engine_against_the_slo(board: dict[str, Any]) -> No
 def test_ttft_without_an_slo_has_no_line_and_no_threshold() -> None:
     """With no sglang_monitoring_ttft_p99_slo_s the panel draws the decode engines' p99 only (default 5m window),
     whatever routers there are."""
-    panel = _panels(build(Fleet([PREFILL, DECODE], [ROUTER, QUEUE_ONLY]), Policy()))["TTFT p99 of the decode engines"]
+    panel = _panels(build(Targets([PREFILL, DECODE], [ROUTER, QUEUE_ONLY]), Policy()))["TTFT p99 of the decode engines"]
     assert _targets(panel) == [("A", _ttft("d1:decode", "5m"), "p99 d1:decode")]
     assert "thresholds" not in panel["fieldConfig"]["defaults"]
     assert "declared SLO" not in panel["description"] and "over 5m:" in panel["description"]
@@ -298,7 +298,7 @@ def test_shared_envelope_limits_are_the_lines_drawn() -> None:
 def test_the_built_json_reads_back_unchanged(board: dict[str, Any]) -> None:
     """What build() writes is exactly what Grafana's typed schema holds."""
     assert validate(board) == []
-    assert validate(build(Fleet([BARE], []), Policy())) == []
+    assert validate(build(Targets([BARE], []), Policy())) == []
 
 
 def test_validate_names_what_the_schema_drops_or_changes(board: dict[str, Any]) -> None:

@@ -14,10 +14,10 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     POLICY_PREFIX,
     EngineTarget,
-    Fleet,
     MonitoringError,
     Policy,
     RouterTarget,
+    Targets,
     policy_vars,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_monitoring import (
@@ -180,7 +180,7 @@ ENGINES = [
     EngineTarget("h2", "decode", "http://h2:31001", {"port": 31001}, {}),
 ]
 ROUTERS = [RouterTarget("h1", {"prometheus_port": 29100}, 3), RouterTarget("h3", {}, 3)]
-FLEET = Fleet(ENGINES, ROUTERS)
+FLEET = Targets(ENGINES, ROUTERS)
 HOSTVARS: dict[str, dict[str, Any]] = {
     "h1": {"sglang_advertise_host": "10.0.0.1", "ansible_host": "h1.ssh"},
     "h2": {},
@@ -240,7 +240,7 @@ def test_prometheus_config_scrapes_every_engine_router_and_engine_host() -> None
 
 
 def test_router_without_an_address_is_scraped_by_its_inventory_name() -> None:
-    fl = Fleet(ENGINES, [RouterTarget("h2", {"prometheus_port": 29001}, 3)])
+    fl = Targets(ENGINES, [RouterTarget("h2", {"prometheus_port": 29001}, 3)])
     (router,) = prometheus_config(fl, HOSTVARS, [], Scrape())["scrape_configs"][1]["static_configs"]
     assert router == {"targets": ["h2:29001"], "labels": {"server": "h2:router", "role": "router"}}
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_dashboard
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
-    Fleet,
     Policy,
     RouterTarget,
+    Targets,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_dashboard import DashboardError, build, validate
 from test_dashboard_panels_unit import BARE, DECODE, PREFILL, QUEUE_ONLY
@@ -240,7 +240,7 @@ def test_every_panel_of_a_fleet_that_takes_every_branch() -> None:
     every engine's pool with the predicted ones drawn, routers with both, one or the other admission limit, and
     an SLO: the limit lines and the SLO threshold, with refIds A, B, C... in drawing order in each panel."""
     board = build(
-        Fleet([PREFILL, DECODE, BARE], [BOTH, QUEUE_ONLY, CAP_ONLY]), Policy(ttft_p99_slo_s=2.5, rate_window="2m")
+        Targets([PREFILL, DECODE, BARE], [BOTH, QUEUE_ONLY, CAP_ONLY]), Policy(ttft_p99_slo_s=2.5, rate_window="2m")
     )
     assert board["panels"] == FULL_PANELS
 
@@ -248,7 +248,7 @@ def test_every_panel_of_a_fleet_that_takes_every_branch() -> None:
 def test_the_whole_board_of_a_fleet_that_declares_nothing() -> None:
     """One bare decode engine, no router, the default policy (5m window, no SLO): no limit line, no threshold, a
     context of 0, empty limit lists in the descriptions; the board's own settings around the panels."""
-    board = build(Fleet([BARE], []), Policy())
+    board = build(Targets([BARE], []), Policy())
     assert board == {
         "schemaVersion": 41,
         "templating": {},
@@ -303,7 +303,7 @@ def test_the_whole_board_of_a_fleet_that_declares_nothing() -> None:
 
 def test_a_prefill_only_fleet_has_no_ttft_query_and_no_running_query() -> None:
     """Without decode engines the TTFT panel holds no query, and parallel calls draws only the router."""
-    panels = build(Fleet([PREFILL], [CAP_ONLY]), Policy(ttft_p99_slo_s=1.0))["panels"]
+    panels = build(Targets([PREFILL], [CAP_ONLY]), Policy(ttft_p99_slo_s=1.0))["panels"]
     assert panels[1]["targets"] == [
         q("A", 'max(smg_admission_inflight{job="sglang_router",server="r3:router"})', "in flight r3:router"),
         q("B", 'max(smg_admission_queue_depth{job="sglang_router",server="r3:router"})', "queued r3:router"),
@@ -324,7 +324,7 @@ def test_without_the_sdk_build_and_validate_name_the_package(monkeypatch: pytest
         "the Grafana dashboard needs grafana-foundation-sdk on the controller: No module named 'grafana_foundation_sdk'"
     )
     with pytest.raises(DashboardError) as built:
-        build(Fleet([BARE], []), Policy())
+        build(Targets([BARE], []), Policy())
     assert str(built.value) == message
     with pytest.raises(DashboardError) as checked:
         validate({})

@@ -193,7 +193,10 @@ class RouterTarget:
 
 
 @dataclass(frozen=True)
-class Fleet:
+class Targets:
+    """What the monitoring watches: every engine and router with its address and its declared and predicted limits
+    (the fleet the alerts, the scrape configuration and the dashboard are built from)."""
+
     engines: list[EngineTarget]
     routers: list[RouterTarget]
 
@@ -210,7 +213,7 @@ class Fleet:
 
 def fleet(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]], model_config: Mapping[str, Any]
-) -> Fleet:
+) -> Targets:
     """Every engine and router of the inventory with its declared and predicted limits."""
     engines: list[EngineTarget] = []
     worker_map = workers(all_hostvars, {k: list(v) for k, v in groups.items()})
@@ -227,7 +230,7 @@ def fleet(
     routers = [RouterTarget(h, router_envelope(all_hostvars[h]), n_workers) for h in groups.get(GROUPS["router"], [])]
     if not engines:
         raise EnvelopeError("the inventory has no host in sglang_prefill or sglang_decode: nothing to monitor")
-    return Fleet(engines, routers)
+    return Targets(engines, routers)
 
 
 # ---------------------------------------------------------------- rules and their tests
@@ -704,7 +707,7 @@ def front_alert(r: RouterTarget, policy: Policy) -> Alert:
     )  # fmt: skip
 
 
-def all_alerts(fl: Fleet, policy: Policy, fronted: bool = False) -> dict[str, list[Alert]]:
+def all_alerts(fl: Targets, policy: Policy, fronted: bool = False) -> dict[str, list[Alert]]:
     """Alert groups: one per engine and router (with its place in the HAProxy front when `fronted`), and the drift
     group."""
     out: dict[str, list[Alert]] = {}

@@ -16,8 +16,8 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     ENGINE_JOB,
     ROUTER_JOB,
     TTFT_METRIC,
-    Fleet,
     Policy,
+    Targets,
 )
 
 # The SDK is a controller requirement (requirements/dev.txt); without it the rest of the collection still loads
@@ -74,7 +74,7 @@ def _thresholds(red_at: float) -> ThresholdsConfig:
     )
 
 
-def parallel_calls(fl: Fleet) -> timeseries.Panel:
+def parallel_calls(fl: Targets) -> timeseries.Panel:
     refs = _refs()
     p = timeseries.Panel().title("Parallel calls").unit("short").datasource(_datasource()).span(8).height(8)
     limits = []
@@ -102,7 +102,7 @@ def parallel_calls(fl: Fleet) -> timeseries.Panel:
     )
 
 
-def total_context(fl: Fleet) -> timeseries.Panel:
+def total_context(fl: Targets) -> timeseries.Panel:
     refs = _refs()
     p = timeseries.Panel().title("Total context (KV tokens)").unit("short").datasource(_datasource()).span(8).height(8)
     pools = []
@@ -119,7 +119,7 @@ def total_context(fl: Fleet) -> timeseries.Panel:
     )
 
 
-def per_call_context(fl: Fleet) -> bargauge.Panel:
+def per_call_context(fl: Targets) -> bargauge.Panel:
     memory = fl.memory()
     ctx = memory.per_call_context if memory else 0
     expr = (
@@ -160,7 +160,7 @@ def alerts_and_drift() -> table.Panel:
     )
 
 
-def latency_and_failures(fl: Fleet, policy: Policy) -> list[timeseries.Panel]:
+def latency_and_failures(fl: Targets, policy: Policy) -> list[timeseries.Panel]:
     refs = _refs()
     ttft = timeseries.Panel().title(TTFT_TITLE).unit("s").datasource(_datasource()).span(12).height(8)
     for e in fl.engines:
@@ -196,7 +196,7 @@ def latency_and_failures(fl: Fleet, policy: Policy) -> list[timeseries.Panel]:
     return [ttft, fails]
 
 
-def build(fl: Fleet, policy: Policy) -> dict[str, Any]:
+def build(fl: Targets, policy: Policy) -> dict[str, Any]:
     """The dashboard as Grafana's provisioning JSON."""
     _sdk()
     board = (

@@ -11,7 +11,7 @@ from typing import Any
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import advertised, model_inputs
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_layout import server_layout
 
-from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, FRONT_JOB, ROUTER_JOB, Fleet
+from .sglang_alerts import DRIFT_JOB, ENGINE_JOB, FRONT_JOB, ROUTER_JOB, Targets
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Scrape:
 
 
 def prometheus_config(
-    fl: Fleet, all_hostvars: Mapping[str, Mapping[str, Any]], engine_hosts: Sequence[str], s: Scrape
+    fl: Targets, all_hostvars: Mapping[str, Mapping[str, Any]], engine_hosts: Sequence[str], s: Scrape
 ) -> dict[str, Any]:
     """prometheus.yml: one target per engine and router, labelled `server` = <inventory host>:<role>."""
     engines = [
@@ -67,7 +67,7 @@ def prometheus_config(
 
 
 def exporter_servers(
-    fl: Fleet,
+    fl: Targets,
     host: str,
     hostvars: Mapping[str, Any],
     model_config: Mapping[str, Any],
