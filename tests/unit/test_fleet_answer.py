@@ -22,9 +22,11 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import (
     ROUTER,
     RUNNING,
     Engine,
+    RouterQueue,
     answer,
     per_call_context,
     router_admission,
+    router_queue,
 )
 
 PAGE = 256
@@ -126,3 +128,12 @@ def test_the_per_call_context_is_the_shortest_engines() -> None:
     engines = [Engine("p1", "prefill", 10**6, 64, 131_072), Engine("d1", "decode", 10**6, 64, 65_536)]
     assert per_call_context(engines) == 65_536
     assert per_call_context([]) is None
+
+
+def test_the_routers_queue_sums_the_slots_and_counts_smg_s_default_where_none_is_declared() -> None:
+    """One router declares 5 queued for 7 s; the other declares neither, so smg's own defaults hold there
+    (--queue-size 100, --queue-timeout-secs 60): 105 queued, refused from 7 s on at the first, after 60 s at the
+    latest."""
+    assert router_queue([]) is None
+    assert router_queue([{"queue_size": 5, "queue_timeout_secs": 7}, {}]) == RouterQueue(105, 7, 60)
+    assert router_queue([{"queue_size": 0, "queue_timeout_secs": 30}]) == RouterQueue(0, 30, 30)

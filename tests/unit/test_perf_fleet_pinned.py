@@ -195,10 +195,11 @@ def test_shape_of_sums_the_routers_queues() -> None:
     groups["sglang_router"].append("router-2")
     shape = perf.fleet_shape_of(hostvars, groups, DSV4, 4000)
     assert (shape.router_max_concurrent, shape.router_queue_size, shape.router_queue_timeout_s) == (72, 356, 30.0)
-    # a router without a queue size or timeout: no bound on the fleet's queue; the other's timeout
+    # a router without a queue size or timeout runs with smg's defaults (--queue-size 100, --queue-timeout-secs 60,
+    # from smg's own parser): 256 + 100 queued, the shorter of 60 and 60 s
     hostvars["router-2"]["sglang_router"] = {"max_concurrent_requests": 8}
     shape = perf.fleet_shape_of(hostvars, groups, DSV4, 4000)
-    assert (shape.router_max_concurrent, shape.router_queue_size, shape.router_queue_timeout_s) == (72, None, 60.0)
+    assert (shape.router_max_concurrent, shape.router_queue_size, shape.router_queue_timeout_s) == (72, 356, 60)
 
 
 def test_shape_of_chunked_prefill_off_is_one_pass_a_prompt() -> None:

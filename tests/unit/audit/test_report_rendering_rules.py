@@ -377,7 +377,8 @@ def test_live_fleet_summary_sums_routers_and_decode_engines() -> None:
 
 def test_live_fleet_summary_router_without_cap() -> None:
     """A router without max_concurrent_requests leaves the fleet uncapped at the router; the decode slots bind
-    (the pool holds 36,846 // 4,094 = 9 calls at full length)."""
+    (the pool holds 36,846 // 4,094 = 9 calls at full length). Neither router states its queue: each runs with smg's
+    defaults (--queue-size 100, --queue-timeout-secs 60), so the fleet queues 2 x 100 calls for up to 60 s."""
     servers = [
         _router("r1", max_concurrent_requests=40),
         _router("r2", queue_size=None),
@@ -387,8 +388,8 @@ def test_live_fleet_summary_router_without_cap() -> None:
         "routers": 2,
         "decode_engines": 1,
         "router_max_concurrent_requests": None,
-        "router_queue_size": 0,
-        "router_queue_timeout_secs": 0,
+        "router_queue_size": 200,
+        "router_queue_timeout_secs": 60,
         "decode_running": 8,
         "decode_full_length_at_once": 8,
         "decode_full_length_fit": 9,

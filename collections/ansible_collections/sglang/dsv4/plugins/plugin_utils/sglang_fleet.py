@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
     admission_reserve,
     requests_that_fit,
@@ -164,6 +165,29 @@ def router_admission(routers: Sequence[Mapping[str, Any]]) -> int | None:
     if not caps or any(c is None or int(c) <= 0 for c in caps):
         return None
     return sum(int(c) for c in caps if c is not None)
+
+
+@dataclass(frozen=True)
+class RouterQueue:
+    """The routers' queues: where a call waits once every router runs its max_concurrent_requests."""
+
+    size: int  # queued calls, summed over the routers
+    shortest_wait_secs: int  # the first router to refuse a queued call (408) does so after this long
+    longest_wait_secs: int  # no queued call waits longer
+
+
+def router_queue(routers: Sequence[Mapping[str, Any]]) -> RouterQueue | None:
+    """The routers' queues (None: no router). A router that does not declare queue_size or queue_timeout_secs runs
+    with smg's own default for it (--queue-size 100, --queue-timeout-secs 60 in smg 1.13.0)."""
+    if not routers:
+        return None
+
+    def value(router: Mapping[str, Any], key: str) -> int:
+        declared = router.get(key)
+        return int(declared if declared is not None else default_of("router", key))
+
+    waits = [value(r, "queue_timeout_secs") for r in routers]
+    return RouterQueue(sum(value(r, "queue_size") for r in routers), min(waits), max(waits))
 
 
 def per_call_context(engines: Sequence[Engine]) -> int | None:

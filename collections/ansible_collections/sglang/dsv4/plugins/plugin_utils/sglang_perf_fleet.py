@@ -32,6 +32,7 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import
     router_envelope,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_engine_rules import engine_limits
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import router_queue
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import (
     INTERCONNECT,
     NVLINK,
@@ -229,9 +230,7 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
     running = [c.running_per_engine for c in memory.decode]
     limit = min(per_engine) if tokens is not None and min(per_engine) > 0 else min(running)
     routers = [router_envelope(fleet.hostvars[h]) for h in fleet.hosts("router")]
-    queues = [r.get("queue_size") for r in routers]
-    queue_size = sum(int(q) for q in queues if q is not None) if queues and None not in queues else None
-    timeouts = [float(r["queue_timeout_secs"]) for r in routers if r.get("queue_timeout_secs") is not None]
+    queue = router_queue(routers)
     return fleet_shape(
         model_config,
         _model_of(fleet, [*prefill_hosts, *decode_hosts]),
@@ -248,8 +247,8 @@ def shape_of(fleet: Fleet, model_config: Mapping[str, Any], tokens: int | None =
         kv_cache_dtype=kv_dtype,
         transfer_backend=backend,
         router_max_concurrent=memory.router_admits,
-        router_queue_size=queue_size,
-        router_queue_timeout_s=min(timeouts) if timeouts else None,
+        router_queue_size=queue.size if queue else None,
+        router_queue_timeout_s=queue.shortest_wait_secs if queue else None,  # when queued calls start to be refused
     )
 
 

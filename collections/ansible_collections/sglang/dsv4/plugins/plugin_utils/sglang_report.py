@@ -46,6 +46,7 @@ from .sglang_fleet import (
     answer,
     engine_calls,
     router_admission,
+    router_queue,
 )
 from .sglang_plan import Fleet
 from .sglang_risks import EngineState, FleetState, measured_time_risks, risks, workload_of
@@ -247,10 +248,10 @@ def fleet_summary(engines: Sequence[Engine], routers: Sequence[Mapping[str, Any]
     declared."""
     decode = [e for e in engines if e.role == "decode"]
     out: dict[str, Any] = {"routers": len(routers), "decode_engines": len(decode)}
-    if routers:
+    if (queue := router_queue(routers)) is not None:
         out["router_max_concurrent_requests"] = router_admission(routers)
-        out["router_queue_size"] = sum(int(r.get("queue_size") or 0) for r in routers)
-        out["router_queue_timeout_secs"] = max(int(r.get("queue_timeout_secs") or 0) for r in routers)
+        out["router_queue_size"] = queue.size
+        out["router_queue_timeout_secs"] = queue.longest_wait_secs  # "queued for up to"
     if not decode:
         if out.get("router_max_concurrent_requests") is not None:
             out["parallel_calls"], out["binding"] = out["router_max_concurrent_requests"], NAMES[ROUTER]
