@@ -48,7 +48,7 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_alerts import (
     rule_file,
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_chart import render_svg
-from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import Engine, router_admission
+from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_fleet import Engine, ranks_of, router_admission
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf import StepSource
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_calibration import CalibratedSteps
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live import (
@@ -162,7 +162,8 @@ def engine_capacities(
             if not env.get("bf16_index_k"):
                 live = fp8
             declared_ctx = live.context_len
-            rows = concurrency_table(live, default_context_lens(declared_ctx), router_cap, fp8)
+            ranks = ranks_of(live.resolved)
+            rows = concurrency_table(live, default_context_lens(declared_ctx), router_cap, fp8, ranks)
             out.append(
                 {
                     "host": host,
@@ -172,19 +173,24 @@ def engine_capacities(
                     "bf16_loss": loss,
                     "bf16_index_k": bool(env.get("bf16_index_k")),
                     "router_cap": router_cap,
+                    "ranks": ranks,
                 }
             )
     return out
 
 
 def format_table(entry: Mapping[str, Any]) -> str:
-    lim = entry["limits"]
+    """One engine's limits and concurrency table; the capacity model's limits are one rank's, the lines the whole
+    engine's."""
+    lim, ranks = entry["limits"], int(entry.get("ranks") or 1)
     lines = [
         f"## {entry['host']} {entry['role']}",
         "",
         f"- per-call context: {lim.context_len} tokens (max_req_input_len {lim.max_req_input_len})",
-        f"- total context (KV pool): {lim.max_total_num_tokens} tokens, page {lim.page_size}",
-        f"- parallel calls (max_running_requests): {lim.max_running_requests}",
+        f"- total context (KV pool): {lim.max_total_num_tokens * ranks} tokens"
+        + (f" ({ranks} attention-DP ranks of {lim.max_total_num_tokens})" if ranks > 1 else "")
+        + f", page {lim.page_size}",
+        f"- parallel calls (max_running_requests): {lim.max_running_requests * ranks}",
         f"- KV bytes per token per GPU: {lim.bytes_per_token:.1f}; "
         f"request-scoped bytes: {lim.fixed_bytes / 2**30:.2f} GiB; "
         f"weights per GPU: {lim.weights_bytes / 2**30:.1f} GiB",

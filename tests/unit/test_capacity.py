@@ -235,3 +235,17 @@ def test_ties_name_the_pool_then_the_engine_slots_then_the_router(dsv4: dict[str
     assert (row.concurrent, row.binding) == (63, "router")
     (row,) = concurrency_table(limits, [8192], router_concurrency=0)  # 0: the router has no cap
     assert (row.concurrent, row.binding) == (64, "kv_pool")
+
+
+def test_an_engine_of_attention_dp_ranks_counts_each_rank_s_pool_and_slots(dsv4: dict[str, Any]) -> None:
+    """SGLang gives each attention-DP rank its own KV pool and requested // attn_dp_size running slots (limits are one
+    rank's); the table states the whole engine: two ranks of 64 x 8,704 tokens and 32 slots fit 128 calls of 8,192
+    tokens and run 64, below a router of 100; their fp8 pools of 70 x 8,704 would fit 140."""
+    base = resolve_engine(dsv4, DECODE, 141)
+    rank = dataclasses.replace(base, max_total_num_tokens=64 * 8704, max_running_requests=32, page_size=256)
+    fp8 = dataclasses.replace(rank, max_total_num_tokens=70 * 8704)
+    (row,) = concurrency_table(rank, [8192], 100, fp8, ranks=2)
+    assert (row.fit_in_pool, row.concurrent, row.binding) == (128, 64, "max_running_requests")
+    assert (row.fit_fp8_index, row.lost_to_bf16_index) == (140, 12)
+    (row,) = concurrency_table(rank, [8192], 50, fp8, ranks=2)
+    assert (row.concurrent, row.binding) == (50, "router")

@@ -942,3 +942,13 @@ def test_argument_errors(argv: list[str], message: str, capsys: pytest.CaptureFi
         cli.main(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_format_table_states_an_engine_of_two_ranks_whole() -> None:
+    """The capacity model's limits are one rank's; an engine of two attention-DP ranks holds twice the pool and runs
+    twice the slots (2 x 11,159,040 tokens, 2 x 64 calls)."""
+    decode = next(e for e in cli.engine_capacities(*shipped_inventory("production")) if e["role"] == "decode")
+    text = cli.format_table({**decode, "ranks": 2})
+    assert "- total context (KV pool): 22318080 tokens (2 attention-DP ranks of 11159040), page 256\n" in text
+    assert "- parallel calls (max_running_requests): 128\n" in text
+    assert "- total context (KV pool): 11159040 tokens, page 256\n" in cli.format_table(decode)

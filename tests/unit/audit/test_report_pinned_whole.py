@@ -117,13 +117,18 @@ LIVE = {"context_length": 1000, "max_total_tokens": 5000, "max_running_requests"
 
 
 def test_the_live_engine_as_limits_knows_only_pool_context_page_running_and_reserve() -> None:
-    # request_lengths: the longest request is the context less one, its input five tokens less.
-    assert sglang_report._live_limits(LIVE, 5000) == EngineLimits(
+    # request_lengths: the longest request is the context less one, its input five tokens less. One rank's running
+    # slots and reserve come from the engine (Engine.from_live: the live max_running_requests is the whole engine's).
+    one_rank = Engine("h", "prefill", 5000, 8, 1000, 4)
+    assert sglang_report._live_limits(LIVE, 5000, one_rank) == EngineLimits(
         resolved={}, context_len=1000, max_total_num_tokens=5000, token_capacity_swa=None, max_running_requests=8,
         max_req_len=999, max_req_input_len=994, page_size=4, bytes_per_token=0.0, fixed_bytes=0, weights_bytes=0,
         kv_budget_bytes=0, memory_usage={}, admission_reserve=0,
     )  # fmt: skip
-    assert sglang_report._live_limits(LIVE, 800, 512).admission_reserve == 512
+    reserved = Engine("h", "decode", 800, 8, 1000, 4, reserve=512)
+    assert sglang_report._live_limits(LIVE, 800, reserved).admission_reserve == 512
+    two_ranks = Engine("h", "decode", 5000, 4, 1000, 4, ranks=2)
+    assert sglang_report._live_limits(LIVE, 5000, two_ranks).max_running_requests == 4
 
 
 ROW = {"context_len": 1000, "fit_in_pool": 5, "concurrent": 5, "binding": "kv_pool", "fit_fp8_index": None,
@@ -146,11 +151,13 @@ def test_a_prefill_engine_on_one_rank_without_a_reserve_states_neither() -> None
 def test_two_attention_dp_ranks_are_stated_even_without_a_reserve() -> None:
     server = Server("h", "prefill", "ok", live=dict(LIVE), live_facts={"attn_dp_size": 2})
     assert sglang_report._live_engine(server) == Engine("h", "prefill", 5000, 4, 1000, 4, 2, 0)
-    # Each rank has its own 5,000-token pool and four of the eight running slots.
+    # Each rank has its own 5,000-token pool and four of the eight running slots: the engine fits 2 x 5 = 10 calls
+    # of 1,000 tokens and runs 2 x 4 = 8 of them, in its table as in its figures.
+    two_ranks = {**ROW, "fit_in_pool": 10, "concurrent": 8, "binding": "max_running_requests"}
     assert capacity(server) == {
         "context_length": 1000, "pool_tokens": 5000, "page_size": 4, "max_running_requests": 8,
         "full_length_fit": 10, "full_length_at_once": 8, "bf16_index_k": None, "bf16_index_share": None,
-        "ranks": 2, "admission_reserve": 0, "table": [ROW],
+        "ranks": 2, "admission_reserve": 0, "table": [two_ranks],
     }  # fmt: skip
 
 

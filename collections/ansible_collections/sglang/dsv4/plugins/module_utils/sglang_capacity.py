@@ -515,18 +515,21 @@ def concurrency_table(
     context_lens: Sequence[int],
     router_concurrency: int | None = None,
     fp8_limits: EngineLimits | None = None,
+    ranks: int = 1,
 ) -> list[ConcurrencyRow]:
-    """For each per-call context length: requests that fit at once and which limit binds first."""
+    """For each per-call context length: requests the whole engine fits at once and which limit binds first.
+    `limits` are one rank's (its KV pool and running slots, as SGLang resolves them per attention-DP rank); the
+    engine has `ranks` of them, so its pools and slots count `ranks` times before the router's admission."""
     rows = []
     for length in sorted({int(c) for c in context_lens}):
-        fit = requests_that_fit(limits.max_total_num_tokens, length, limits.page_size, limits.admission_reserve)
-        bounds = {"kv_pool": fit, "max_running_requests": limits.max_running_requests}
+        fit = ranks * requests_that_fit(limits.max_total_num_tokens, length, limits.page_size, limits.admission_reserve)
+        bounds = {"kv_pool": fit, "max_running_requests": ranks * limits.max_running_requests}
         if router_concurrency is not None and router_concurrency > 0:
             bounds["router"] = router_concurrency
         binding = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
         fp8_fit = None
         if fp8_limits is not None:
-            fp8_fit = requests_that_fit(
+            fp8_fit = ranks * requests_that_fit(
                 fp8_limits.max_total_num_tokens, length, fp8_limits.page_size, fp8_limits.admission_reserve
             )
         rows.append(

@@ -148,15 +148,17 @@ def server_from_record(record: Mapping[str, Any]) -> Server:
 # ---------------------------------------------------------------- capacity from the live pool
 
 
-def _live_limits(live: Mapping[str, Any], pool: int, reserve: int = 0) -> EngineLimits:
-    """The live engine as EngineLimits (only pool, context, page, running requests and reserve are known)."""
+def _live_limits(live: Mapping[str, Any], pool: int, engine: Engine) -> EngineLimits:
+    """One rank of the live engine as EngineLimits (only pool, context, page, running requests and reserve are
+    known): its pool and its share of the engine's running requests (the live max_running_requests is the whole
+    engine's)."""
     context, page = int(live["context_length"]), int(live.get("page_size") or 1)
     max_req_len, max_req_input_len = request_lengths(context, pool)
     return EngineLimits(
         resolved={}, context_len=context, max_total_num_tokens=pool, token_capacity_swa=None,
-        max_running_requests=int(live["max_running_requests"]), max_req_len=max_req_len,
+        max_running_requests=engine.running, max_req_len=max_req_len,
         max_req_input_len=max_req_input_len, page_size=page, bytes_per_token=0.0, fixed_bytes=0,
-        weights_bytes=0, kv_budget_bytes=0, memory_usage={}, admission_reserve=reserve,
+        weights_bytes=0, kv_budget_bytes=0, memory_usage={}, admission_reserve=engine.reserve,
     )  # fmt: skip
 
 
@@ -176,7 +178,7 @@ def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
     if not all(isinstance(live.get(k), int) for k in ("context_length", "max_total_tokens", "max_running_requests")):
         return {}
     engine = _live_engine(server)
-    limits = _live_limits(live, int(live["max_total_tokens"]), engine.reserve)
+    limits = _live_limits(live, int(live["max_total_tokens"]), engine)
     share = server.predicted.get("bf16_index_share")
     bf16 = _bf16_active(server)
     fp8 = None
@@ -185,7 +187,7 @@ def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
         "context_length": limits.context_len,
         "pool_tokens": limits.max_total_num_tokens,
         "page_size": limits.page_size,
-        "max_running_requests": limits.max_running_requests,
+        "max_running_requests": int(live["max_running_requests"]),  # the whole engine's, as it reports it
         "full_length_fit": full.pool_fit_per_engine,
         "full_length_at_once": full.per_engine,
         "bf16_index_k": bf16,
@@ -195,9 +197,9 @@ def engine_capacity(server: Server, router_cap: int | None) -> dict[str, Any]:
         out.update(ranks=engine.ranks, admission_reserve=engine.reserve)
     if bf16 and share:
         fp8_pool = int(limits.max_total_num_tokens / (1 - float(share))) // limits.page_size * limits.page_size
-        fp8 = _live_limits(live, fp8_pool, engine.reserve)
+        fp8 = _live_limits(live, fp8_pool, engine)
         out["bf16_index_tokens"] = fp8_pool - limits.max_total_num_tokens
-    rows = concurrency_table(limits, default_context_lens(limits.context_len), router_cap, fp8)
+    rows = concurrency_table(limits, default_context_lens(limits.context_len), router_cap, fp8, engine.ranks)
     out["table"] = [asdict(r) for r in rows]
     out["_rows"] = rows
     return out
