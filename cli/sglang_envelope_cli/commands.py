@@ -57,7 +57,6 @@ from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_perf_live impor
 )
 from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_plan import (
     PlanError,
-    engines,
     fleet_from_inventory,
     parse_shape,
     plan,
@@ -250,14 +249,15 @@ def risk_section(
     return "## Risks (from the declared values)\n\n" + "\n".join(f"    {line}" for line in lines) + "\n"
 
 
-def fleet_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) -> str:
+def fleet_section(
+    entries: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]
+) -> str:
     """The fleet answer of the declared fleet (Markdown): what the audit's report states from the live values
-    (sglang_report.fleet_summary), here from the capacity model's limits and the routers' declared envelopes. Its
-    dict goes into the --json document's `fleet`."""
-    fleet = fleet_from_inventory(hostvars, groups)
-    hosts = fleet.hosts("decode") or fleet.hosts("prefill")
-    routers = [router_envelope(hostvars[h]) for h in fleet.hosts("router")]
-    summary = fleet_summary(engines(fleet, model_config_for(hostvars[hosts[0]])), routers)
+    (sglang_report.fleet_summary), here from the limits of the engines' tables (`entries`, engine_capacities) and
+    the routers' declared envelopes. Its dict goes into the --json document's `fleet`."""
+    fleet_engines = [Engine.from_limits(e["host"], e["role"], e["limits"]) for e in entries]
+    routers = [router_envelope(hostvars[h]) for h in groups.get(GROUPS["router"], [])]
+    summary = fleet_summary(fleet_engines, routers)
     OUT.put("fleet", summary)
     return "## Fleet\n\n" + "\n".join(f"- {line}" for line in fleet_lines(summary)) + "\n"
 
@@ -265,8 +265,8 @@ def fleet_section(hostvars: Mapping[str, Any], groups: Mapping[str, list[str]]) 
 def capacity_command(inventory: str, out_dir: str | None) -> int:
     try:
         hostvars, groups = load_inventory(inventory)
-        fleet_text = fleet_section(hostvars, groups)
         entries = engine_capacities(hostvars, groups)
+        fleet_text = fleet_section(entries, hostvars, groups)
         risk_text = risk_section(hostvars, groups)
     except (EnvelopeError, CapacityError, PlanError) as exc:
         return OUT.error(str(exc))

@@ -53,6 +53,7 @@ def test_readme_quick_start_fleet_figures_match_the_capacity_command() -> None:
     text = " ".join((REPO / "README.md").read_text().split())
     match = re.search(r"the fleet: (\d+) parallel calls, (\d+) at the full context", text)
     assert match, "the README's quick start no longer states the fleet's answer"
-    printed = fleet_section(*shipped_inventory("production"))
+    hostvars, groups = shipped_inventory("production")
+    printed = fleet_section(engine_capacities(hostvars, groups), hostvars, groups)
     assert f"- parallel calls: {match[1]}, bound by" in printed, printed
     assert f"tokens: {match[2]}, bound by" in printed.split("- parallel calls at the full context of", 1)[1], printed
