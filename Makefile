@@ -244,10 +244,10 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
 # beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own
 # (lab2, then the single-host rollout test there; lab3, then the multi-host rollout test there; both then powered
-# off); and in the foreground the other lab tests on lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not
-# on a scratch host of their own), then `molecule test` on a lab of its own (lab4: it boots and destroys it; its
-# verify leaves the envelope probes to make verify on lab1, which sends the same ones): the lab1 pass ends first, so
-# molecule runs beside the others instead of after them. verify runs on lab1 last,
+# off; after lab2's, `molecule test` on a lab of its own, lab4: it boots and destroys it, and its verify leaves the
+# envelope probes to make verify on lab1, which sends the same ones); and in the foreground the other lab tests on
+# lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own). lab2's pass is the
+# shortest of the three, so molecule after it ends with the others instead of after them. verify runs on lab1 last,
 # once the other passes are done: its probes time the router's admission and rejections, which a machine loaded by
 # the other passes (a load of 20 on 2 cores) slows past their bounds. The
 # background passes' output follows, also kept in .cache/test-*.log; each pass lists its slowest tests. The
@@ -260,7 +260,7 @@ DURATIONS := --durations=15 --durations-min=5
 WITHOUT_LAB_WORKERS ?= -n 2 --dist loadscope
 
 test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boots the labs: root), the rollout tests, verify, molecule test
-	@mkdir -p .cache; : > $(WALLS); $(call stamp,start)
+	@mkdir -p .cache; : > $(WALLS); rm -f .cache/test-molecule.rc; $(call stamp,start)
 	{ pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
 	  $(TEST_DIRS) && $(call stamped,without-lab); } > .cache/test-without-lab.log 2>&1 & without=$$!; \
 	if ! { $(MAKE) --no-print-directory lint sanity && $(call stamp,lint-sanity) \
@@ -268,18 +268,20 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; } && $(call stamp,labs-up); }; then \
 	  kill $$without 2>/dev/null || true; wait $$without || true; exit 1; \
 	fi; \
-	{ $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
-	  && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
-	} > .cache/test-lab2.log 2>&1 & lab2=$$!; \
+	{ { $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
+	    && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
+	  } > .cache/test-lab2.log 2>&1 && two=0 || two=$$?; \
+	  { $(molecule_on_lab4); } > .cache/test-molecule.log 2>&1 && mol=0 || mol=$$?; echo $$mol > .cache/test-molecule.rc; \
+	  exit $$two; } & lab2=$$!; \
 	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
 	  && ansible-playbook -i inventories/lab3/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab3); \
 	} > .cache/test-lab3.log 2>&1 & lab3=$$!; \
 	{ SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(DURATIONS) $(PYTEST_ARGS) $(TEST_DIRS) \
 	  && $(call stamped,lab1); } && lab=0 || lab=$$?; \
-	{ $(molecule_on_lab4); } > .cache/test-molecule.log 2>&1 && mol=0 || mol=$$?; \
 	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
-	echo "== molecule on lab4, after the lab1 pass =="; cat .cache/test-molecule.log; \
 	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
+	mol=$$(cat .cache/test-molecule.rc 2>/dev/null || echo 1); echo "== molecule on lab4, after the lab2 pass =="; \
+	cat .cache/test-molecule.log; \
 	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; \
 	cat .cache/test-lab3.log; \
 	echo "== verify on lab1, the other passes done =="; \
@@ -300,8 +302,10 @@ molecule_on_lab4 = SGLANG_LAB_INVENTORY=inventories/lab4/hosts.yml PYTEST_ADDOPT
 
 # The fault and rollout suites with the machine loaded on purpose (STRESS_HOGS busy loops at the lowest priority
 # besides): a race that only shows under the load make test puts on the machine shows here too. Uses lab2 and lab3
-# (booted if needed) like make test, and leaves them down.
+# (booted if needed) like make test, and leaves them down. The controller is killed after every phase of a deploy
+# here (SGLANG_FAULT_EVERY_PHASE), after three of the five in make test.
 STRESS_HOGS ?= 2
+test-stress: export SGLANG_FAULT_EVERY_PHASE = 1
 test-stress: venv parser-venv apt ## The fault and rollout suites beside CPU hogs (root; about as long as make test)
 	@mkdir -p .cache; : > $(WALLS); $(call stamp,start)
 	hogs=""; for i in $$(seq $(STRESS_HOGS)); do nice -n 19 sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
@@ -321,9 +325,9 @@ test-stress: venv parser-venv apt ## The fault and rollout suites beside CPU hog
 
 # $(call shard,I,INVENTORY,-k ...): fault shard I/2 on the lab INVENTORY, then the rollout tests the -k expression
 # selects there. A narrowed run (TEST_DIRS, PYTEST_ARGS) may leave either with no test: pytest's exit 5 passes.
-# FAULT_SHARES deals the fault cases 7 to 5: shard 2 is followed by the multi-host rollout (about 9 minutes), shard 1
-# by the single-host one (about 4), and a fault case takes about 2.5 minutes.
-FAULT_SHARES ?= 7,5
+# FAULT_SHARES deals the fault cases in turn (ten in make test, twelve in make test-stress): shard 1 is followed by
+# the single-host rollout, shard 2 by the multi-host one (one site.yml run under load each, after their set-up).
+FAULT_SHARES ?= 1,1
 shard = { $(if $(FAULT_DIRS),SGLANG_FAULT_SHARD=$(1)/2 SGLANG_FAULT_SHARES=$(FAULT_SHARES) SGLANG_LAB_INVENTORY=$(2) pytest -m 'faults and not rollout' \
 	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) $(FAULT_DIRS); $(none_is_fine),true) \
 	&& $(if $(ROLLOUT_DIRS),SGLANG_LAB_INVENTORY=$(2) pytest -m rollout -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) \

@@ -187,6 +187,18 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
         ],
     ),
     (
+        "front-check-timeout-in-seconds",
+        {},
+        FRONT,
+        {"f": {"sglang_frontend_check_timeout_ms": 3}},
+        {"units.milliseconds_plausible"},
+        [
+            "f: sglang_frontend_check_timeout_ms=3: 3 ms is too short for a connection between hosts: it reads like "
+            "seconds (3000 ms) [units.milliseconds_plausible]; fix: declare it in milliseconds (3000 if seconds were "
+            "meant)"
+        ],
+    ),
+    (
         "front-server-timeout-bare-number",
         {},
         FRONT,

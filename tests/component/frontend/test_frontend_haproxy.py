@@ -225,7 +225,8 @@ def test_drain_waits_for_the_open_request_and_sends_the_rest_elsewhere_then_read
     r1 = front.routers["r1"]
     r1.hold = threading.Event()  # r1 keeps its request open until the test lets it go
     with ThreadPoolExecutor(4) as pool:
-        calls = [pool.submit(call, front.url) for _ in range(2)]  # one on each router (leastconn)
+        # one on each router (leastconn); the held one waits as long as the drain module takes on a loaded machine
+        calls = [pool.submit(call, front.url, 120.0) for _ in range(2)]
         poll("one open session on r1", lambda: server_stat(str(front.sock), "sglang_routers", "r1").sessions == 1)
         drain = pool.submit(frontend_server, front.sock, "r1", "drain")
         poll("r1 drained", lambda: stat_of(front.sock)["r1"] == "DRAIN")

@@ -38,7 +38,11 @@ _HAPROXY_TIME = re.compile(r"(\d+)(us|ms|s|m|h|d)?")
 _HAPROXY_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1e-3}
 FRONT_SILENT = "sglang_frontend_timeout_silent"  # HAProxy's `timeout server` (and client)
 FRONT_DURATIONS = (FRONT_SILENT, "sglang_frontend_timeout_http_request")
-FRONT_MS = ("sglang_frontend_timeout_connect_ms", "sglang_frontend_check_interval_ms")
+FRONT_MS = (
+    "sglang_frontend_timeout_connect_ms",
+    "sglang_frontend_check_interval_ms",
+    "sglang_frontend_check_timeout_ms",
+)
 ROUTER_SECONDS = (
     "queue_timeout_secs",
     "request_timeout_secs",
