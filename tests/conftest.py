@@ -65,7 +65,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # The directories whose few tests take longest (minutes each: venvs built from the package index, wheels and kernels
 # built with nvcc, loads sent through smg), started first: xdist's own order (most tests first) leaves them for last,
 # and the pass then ends on one worker while the other has nothing left.
-LONGEST_FIRST = ("tests/component/readme", "tests/component/build", "tests/component/bench", "tests/component/install")
+# Longest first, by their time alone on an idle machine (s): readme 228, build 345, sim 153, fork 110 (nvcc),
+# monitoring 90, bench 66, frontend 55, verify_offline 47, install 41, kernels 24.
+LONGEST_FIRST = (
+    "tests/component/readme",
+    "tests/component/build",
+    "tests/component/sim",
+    "tests/component/fork",
+    "tests/component/monitoring",
+    "tests/component/bench",
+    "tests/component/frontend",
+    "tests/component/verify_offline",
+    "tests/component/install",
+    "tests/component/kernels",
+)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
