@@ -1,8 +1,8 @@
 """Closed-loop load through the router while a command runs: what did the clients see?
 
-N clients each send a short non-streaming `/generate` to the router, wait for the answer (and --think seconds after
-a 200), and send the next, from before the command starts until it has ended (plus --tail seconds). Then it prints
-the histogram of outcomes, the stretch without a successful answer (the window), and "lost X of Y".
+N clients each send a short non-streaming `/generate` to the router, wait for the answer, and send the next, from
+before the command starts until it has ended (plus --tail seconds). Then it prints the histogram of outcomes, the
+stretch without a successful answer (the window), and "lost X of Y".
 
 Lost is every answer but a 200 that finished its generation, or an explicit 429/503 that carries `Retry-After`
 (the router's "come back later" under its declared limits): a connection refused or reset, a timeout (a hang),
@@ -180,8 +180,6 @@ class Load:
                 await self.wait(min(float(retry_after or 1), self.args.max_retry_after))
             elif kind != OK:
                 await self.wait(self.args.error_pause)
-            elif self.args.think:
-                await self.wait(self.args.think)
 
     async def wait(self, seconds: float) -> None:
         try:
@@ -296,9 +294,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--ready-timeout", type=float, default=20.0, help="wait this long for a first 200")
     p.add_argument("--tail", type=float, default=1.0, help="seconds of load after the command ended")
     p.add_argument("--error-pause", type=float, default=0.05, help="a client's pause after a lost request")
-    p.add_argument(
-        "--think", type=float, default=0.0, help="a client's pause after a 200 before its next call (default: none)"
-    )
     p.add_argument("--max-retry-after", type=float, default=2.0, help="cap on the Retry-After a client honours")
     p.add_argument("--allow-lost", type=int, default=0)
     p.add_argument("--no-keepalive", action="store_true", help="a new connection for every request")

@@ -1,8 +1,7 @@
 """The multi-host lab under load (`make lab LAB=multinode`: 2 prefill, 2 decode and 2 router systemd-nspawn hosts
 on one bridge, the routers in smg's mesh reaching the workers by address, behind the HAProxy front on mlab-f1):
 
-- one run that changes the decode engines, the front and the routers, under six clients of the front (each pausing
-  0.5 s after an answer):
+- one run that changes the decode engines, the front and the routers, under six closed-loop clients of the front:
   the decode engines restart one at a time, each leaving both routers first; HAProxy reloads in place; the routers
   restart one at a time, each drained in HAProxy first; the clients see no refused or reset connection and lose
   nothing;
@@ -34,10 +33,6 @@ ROUTER_HOST = "mlab-r1"
 FRONT_HOST = "mlab-f1"
 FRONT = "http://10.231.0.41:8080"  # the HAProxy front (roles/sglang_frontend) on mlab-f1
 LAB_KEY = "lab-test-key-not-secret"
-# Each client's pause after an answer: a call every ~0.15 s on average from the six, so every restart window meets
-# calls, without the clients, the routers and the simulators taking the CPU the rollout itself needs on a loaded
-# machine (closed-loop clients with no pause took about a core of it).
-THINK_S = 0.5
 
 
 def lab_router() -> dict[str, Any]:
@@ -78,10 +73,10 @@ def multinode() -> Iterator[str]:
 
 
 def under_load(netns: str, url: str, command: list[str], report: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """Six clients of `url` from the network namespace `netns` while `command` runs (bench/rollout_load.py, with `extra`
-    arguments), each pausing THINK_S after an answer; the report of every outcome is written to `report`."""
+    """Six closed-loop clients of `url` from the network namespace `netns` while `command` runs (bench/rollout_load.py,
+    with `extra` arguments); the report of every outcome is written to `report`."""
     argv = [sys.executable, str(REPO / "bench/rollout_load.py"), "--netns", netns, "--url", url, "--clients", "6",
-            "--max-tokens", "16", "--think", str(THINK_S), "--command-timeout", "900", "--json", str(report), *extra,
+            "--max-tokens", "16", "--command-timeout", "900", "--json", str(report), *extra,
             "--", *command]  # fmt: skip
     env = {
         **os.environ,
