@@ -37,9 +37,8 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # lab inventory (inventories/lab).
 # LAB=multinode boots inventories/multinode-lab instead: 2 prefill, 2 decode, 2 router and 1 front host on one bridge;
 # LAB=lab2 or LAB=lab3 one of the further single-host labs (inventories/lab2, lab3), where make test injects its faults;
-# LAB=lab4 the one where make test runs molecule.
 LAB ?=
-FURTHER_LAB := $(filter lab2 lab3 lab4,$(LAB))
+FURTHER_LAB := $(filter lab2 lab3,$(LAB))
 LAB_DIR := $(if $(filter multinode,$(LAB)),multinode-lab,$(or $(FURTHER_LAB),lab))
 LAB_INVENTORY := inventories/$(LAB_DIR)/hosts.yml
 LAB_HOST ?= $(if $(filter multinode,$(LAB)),mlab-r1,$(or $(FURTHER_LAB),lab1))
@@ -242,19 +241,20 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
-# beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own
-# (lab2, then the single-host rollout test there; lab3, then the multi-host rollout test there; both then powered
-# off; after lab2's, `molecule test` on a lab of its own, lab4: it boots and destroys it, and its verify leaves the
-# envelope probes to make verify on lab1, which sends the same ones; lab2's chain fails when either fails, and the
-# wall times name which); and in the foreground the other lab tests on lab1 (the audit's drift tests too,
-# SGLANG_AUDIT_LAB=shared, not on a scratch host of their own). lab2's pass is the shortest of the three, so
-# molecule after it ends with the others instead of after them. verify runs on lab1 last,
-# once the other passes are done: its probes time the router's admission and rejections, which a machine loaded by
-# the other passes (a load of 20 on 2 cores) slows past their bounds. The
-# background passes' output follows, also kept in .cache/test-*.log; each pass lists its slowest tests. The
-# single-host labs boot one after the other (the first boot builds their shared rootfs); lab1 stays up at the end,
-# as after `make lab`.
+# beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own:
+# lab2, where `molecule test` boots and converges the lab first (destroy, create, converge, idempotence, verify,
+# and no destroy: its verify leaves the envelope probes to make verify on lab1, which sends the same ones), then the
+# shard and the single-host rollout test; lab3, then the multi-host rollout test; both then powered off; lab2's chain
+# fails when molecule or the shard fails, and the wall times name which. In the foreground the other lab tests on
+# lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own). verify runs on
+# lab1 last, once the other passes are done: its probes time the router's admission and rejections, which a machine
+# loaded by the other passes (a load of 20 on 2 cores) slows past their bounds. The background passes' output
+# follows, also kept in .cache/test-*.log; each pass lists its slowest tests. lab1 and lab3 boot one after the other
+# (the first boot builds the labs' shared rootfs, which molecule's create on lab2 then finds); lab1 stays up at the
+# end, as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
+# make test boots lab1 and lab3; molecule boots lab2.
+BOOTED_LABS := inventories/lab/hosts.yml inventories/lab3/hosts.yml
 DURATIONS := --durations=15 --durations-min=5
 # The tests without the lab in two processes (pytest-xdist), a directory each at a time (tests/conftest.py): they
 # take both cores once the lab passes wait or are done.
@@ -265,14 +265,14 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 	{ pytest -m 'not lab and not rollout' -p no:cacheprovider $(WITHOUT_LAB_WORKERS) $(DURATIONS) $(PYTEST_ARGS) \
 	  $(TEST_DIRS) && $(call stamped,without-lab); } > .cache/test-without-lab.log 2>&1 & without=$$!; \
 	if ! { $(MAKE) --no-print-directory lint sanity && $(call stamp,lint-sanity) \
-	       && { ansible-playbook -i inventories/lab/hosts.yml $(addprefix -i ,$(SHARD_LABS)) playbooks/lab.yml \
+	       && { ansible-playbook $(addprefix -i ,$(BOOTED_LABS)) playbooks/lab.yml \
 	              > .cache/test-lab-up.log 2>&1 || { cat .cache/test-lab-up.log; false; }; } && $(call stamp,labs-up); }; then \
 	  kill $$without 2>/dev/null || true; wait $$without || true; exit 1; \
 	fi; \
-	{ { $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
+	{ { $(molecule_on_lab2); } > .cache/test-molecule.log 2>&1 && mol=0 || mol=$$?; \
+	  { $(call shard,1,inventories/lab2/hosts.yml,-k 'not multinode') \
 	    && ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab2); \
 	  } > .cache/test-lab2.log 2>&1 && two=0 || two=$$?; \
-	  { $(molecule_on_lab4); } > .cache/test-molecule.log 2>&1 && mol=0 || mol=$$?; \
 	  [ $$two -eq 0 ] && [ $$mol -eq 0 ]; } & lab2=$$!; \
 	{ $(call shard,2,inventories/lab3/hosts.yml,-k multinode) \
 	  && ansible-playbook -i inventories/lab3/hosts.yml playbooks/lab_down.yml >/dev/null && $(call stamped,lab3); \
@@ -280,8 +280,8 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 	{ SGLANG_AUDIT_LAB=shared pytest -m 'lab and not rollout and not faults' $(DURATIONS) $(PYTEST_ARGS) $(TEST_DIRS) \
 	  && $(call stamped,lab1); } && lab=0 || lab=$$?; \
 	wait $$without && rest=0 || rest=$$?; echo "== tests without the lab =="; cat .cache/test-without-lab.log; \
-	wait $$lab2 && two=0 || two=$$?; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
-	echo "== molecule on lab4, after the lab2 pass =="; cat .cache/test-molecule.log; \
+	wait $$lab2 && two=0 || two=$$?; echo "== lab2: molecule test, which boots and converges it =="; \
+	cat .cache/test-molecule.log; echo "== lab2: fault suite 1/2, single-host rollout =="; cat .cache/test-lab2.log; \
 	wait $$lab3 && three=0 || three=$$?; echo "== lab3: fault suite 2/2, multi-host rollout =="; \
 	cat .cache/test-lab3.log; \
 	echo "== verify on lab1, the other passes done =="; \
@@ -295,9 +295,10 @@ test: venv parser-venv perf-venv apt ## Lint, sanity, pytest over TEST_DIRS (boo
 WALLS := .cache/test-walls.txt
 stamp = echo "$(1) $$(date +%s) 0" >> $(WALLS)
 stamped = rc=0 || rc=$$?; echo "$(1) $$(date +%s) $$rc" >> $(WALLS); (exit $$rc)
-# molecule on lab4 (the labs' shared rootfs is built by then), its verify without the envelope probes.
-molecule_on_lab4 = SGLANG_LAB_INVENTORY=inventories/lab4/hosts.yml PYTEST_ADDOPTS=--no-probes \
-	$(MAKE) --no-print-directory molecule && $(call stamped,molecule)
+# molecule on lab2 (the labs' shared rootfs is built by then), its verify without the envelope probes; it leaves
+# lab2 converged for the fault shard, which powers it off at the end.
+molecule_on_lab2 = SGLANG_LAB_INVENTORY=inventories/lab2/hosts.yml PYTEST_ADDOPTS=--no-probes \
+	$(MAKE) --no-print-directory molecule MOLECULE_ARGS='--destroy never' && $(call stamped,molecule)
 
 # The fault and rollout suites with the machine loaded on purpose (STRESS_HOGS busy loops at the lowest priority
 # besides): a race that only shows under the load make test puts on the machine shows here too. Uses lab2 and lab3
@@ -347,5 +348,6 @@ bench: venv parser-venv perf-venv ## bench_serving against INVENTORY's router (l
 	$(BIN)/sglang-envelope bench --inventory $(INVENTORY) $(BENCH_ARGS)
 
 # SGLANG_LAB_INVENTORY=inventories/lab3/hosts.yml runs the scenario on another single-host lab (make test does).
+MOLECULE_ARGS ?=
 molecule: venv apt ## molecule test: destroy, create, converge, idempotence, verify, destroy (takes the lab down)
-	molecule test
+	molecule test $(MOLECULE_ARGS)

@@ -1,9 +1,9 @@
 """Print the wall time of each pass of `make test` (or `make test-stress`) from the stamps the recipe wrote.
 
 The file has one line per stamp, `NAME EPOCH_SECONDS EXIT_STATUS`: `start`, `lint-sanity` and `labs-up` mark
-moments; the passes (`without-lab`, `lab1`, `lab2`, then `molecule` after it, `lab3`, then `verify` once they are
-done) mark their end. The tests without the lab and verify count from the recipe's start, the lab passes from the
-labs' boot, and molecule from the end of the lab2 pass.
+moments; the passes (`without-lab`, `lab1`, `molecule` on lab2, then `lab2` after it, `lab3`, then `verify` once
+they are done) mark their end. The tests without the lab and verify count from the recipe's start, the lab passes
+and molecule from the labs' boot, and the lab2 pass from the end of molecule.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-STARTS_WITH_THE_LABS = {"lab1", "lab2", "lab3"}
+STARTS_WITH_THE_LABS = {"lab1", "molecule", "lab3"}
 LABELS = {
     "lint-sanity": "lint and ansible-test sanity",
     "labs-up": "labs booted",
     "without-lab": "tests without the lab (2 workers)",
     "lab1": "lab1: lab tests",
-    "lab2": "lab2: fault suite 1/2, single-host rollout",
-    "molecule": "then molecule test on lab4",
+    "molecule": "lab2: molecule test (boots and converges it)",
+    "lab2": "then lab2: fault suite 1/2, single-host rollout",
     "lab3": "lab3: fault suite 2/2, multi-host rollout",
     "verify": "then verify on lab1, the other passes done",
 }
@@ -44,8 +44,8 @@ def main(path: str) -> int:
             continue
         at, rc = stamps[name]
         began = (
-            stamps["lab2"][0]
-            if name == "molecule" and "lab2" in stamps
+            stamps["molecule"][0]
+            if name == "lab2" and "molecule" in stamps
             else labs_up
             if name in STARTS_WITH_THE_LABS
             else start

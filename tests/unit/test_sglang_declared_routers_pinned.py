@@ -16,6 +16,10 @@ HOSTVARS: dict[str, dict[str, Any]] = {
     "r3": {"sglang_router": {"port": "8100", "host": "::"}},
     "r4": {"sglang_router": {"host": "fd00::4"}, "sglang_advertise_host": "fd00::4"},
 }
+# The same hosts with smg's mesh asked for (sglang_router_mesh; an extra var arrives as the string "true").
+MESHED: dict[str, dict[str, Any]] = {
+    name: {**hostvars, "sglang_router_mesh": True if name != "r3" else "true"} for name, hostvars in HOSTVARS.items()
+}
 
 
 # --- advertised ----------------------------------------------------------------------------------------------------
@@ -71,14 +75,14 @@ def test_routers_refuse_a_bad_router_envelope() -> None:
 
 def test_each_router_of_several_names_itself_and_lists_the_others_as_peers() -> None:
     groups = {"sglang_router": ["r1", "r2", "r3"]}
-    assert router_mesh(HOSTVARS, groups, "r2") == {
+    assert router_mesh(MESHED, groups, "r2") == {
         "enable_mesh": True,
         "mesh_server_name": "r2",
         "mesh_advertise_host": "r2.lab",
         "mesh_port": 39527,
         "mesh_peer_urls": ["10.0.0.11:39527", "r3:39527"],
     }
-    assert router_mesh(HOSTVARS, groups, "r1") == {
+    assert router_mesh(MESHED, groups, "r1") == {
         "enable_mesh": True,
         "mesh_server_name": "r1",
         "mesh_advertise_host": "10.0.0.11",
@@ -89,14 +93,14 @@ def test_each_router_of_several_names_itself_and_lists_the_others_as_peers() -> 
 
 def test_two_routers_are_a_mesh() -> None:
     groups = {"sglang_router": ["r3", "r1"]}
-    assert router_mesh(HOSTVARS, groups, "r3") == {
+    assert router_mesh(MESHED, groups, "r3") == {
         "enable_mesh": True,
         "mesh_server_name": "r3",
         "mesh_advertise_host": "r3",
         "mesh_port": 39527,
         "mesh_peer_urls": ["10.0.0.11:39527"],
     }
-    assert type(router_mesh(HOSTVARS, groups, "r3")["mesh_port"]) is int
+    assert type(router_mesh(MESHED, groups, "r3")["mesh_port"]) is int
 
 
 @pytest.mark.parametrize(
@@ -110,7 +114,20 @@ def test_two_routers_are_a_mesh() -> None:
     ],
 )
 def test_a_single_router_or_a_host_outside_the_group_has_no_mesh(groups: dict[str, list[str]], host: str) -> None:
-    assert router_mesh(HOSTVARS, groups, host) == {}
+    assert router_mesh(MESHED, groups, host) == {}
+
+
+@pytest.mark.parametrize("asked", [None, False, "false", "no", ""])
+def test_several_routers_form_no_mesh_unless_it_is_asked_for(asked: object) -> None:
+    hostvars = {name: {**h, **({} if asked is None else {"sglang_router_mesh": asked})} for name, h in HOSTVARS.items()}
+    assert router_mesh(hostvars, {"sglang_router": ["r1", "r2", "r3"]}, "r2") == {}
+
+
+def test_a_mesh_switch_that_is_no_boolean_is_refused_naming_it() -> None:
+    hostvars = {**HOSTVARS, "r2": {**HOSTVARS["r2"], "sglang_router_mesh": "sometimes"}}
+    with pytest.raises(EnvelopeError) as err:
+        router_mesh(hostvars, {"sglang_router": ["r1", "r2"]}, "r2")
+    assert str(err.value) == "sglang_router_mesh='sometimes': not a boolean; set it to true (smg's mesh) or false"
 
 
 MESH_KEYS = ["enable_mesh", "mesh_server_name", "mesh_advertise_host", "mesh_port", "mesh_peer_urls"]
@@ -128,7 +145,7 @@ def test_a_declared_mesh_key_is_refused_naming_it(key: str) -> None:
 def test_the_mesh_keys_render_as_smg_flags() -> None:
     from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_flags import from_argv, to_argv
 
-    mesh = router_mesh(HOSTVARS, {"sglang_router": ["r1", "r2", "r4"]}, "r1")
+    mesh = router_mesh(MESHED, {"sglang_router": ["r1", "r2", "r4"]}, "r1")
     argv = to_argv("router", mesh)
     assert argv == [
         "--enable-mesh", "--mesh-server-name", "r1", "--mesh-advertise-host", "10.0.0.11", "--mesh-port", "39527",

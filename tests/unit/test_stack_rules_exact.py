@@ -121,7 +121,7 @@ STACK: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any], set
     ),
     (
         "mesh-port-declared-for-the-engine",
-        {**_with(_P, port=39527), **HALF},
+        {**_with(_P, port=39527), **HALF, "sglang_router_mesh": True},
         MESH,
         {"r2": _hostvars(HALF)},
         {"fleet.ports_free"},
@@ -340,7 +340,8 @@ GOOD: list[tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Any]]] = [
     ("router-timeout-a-day", _with(_R, request_timeout_secs=86400), GROUPS, {}),
     ("router-timeout-at-the-longest-call", _with(_R, request_timeout_secs=67), GROUPS, {}),
     ("connect-timeout-ten-ms", {}, FRONT, {"f": {"sglang_frontend_timeout_connect_ms": 10}}),
-    ("two-routers-mesh-port-free", HALF, MESH, {"r2": _hostvars(HALF)}),
+    ("two-routers-mesh-port-free", {**HALF, "sglang_router_mesh": True}, MESH, {"r2": _hostvars(HALF)}),
+    ("two-routers-no-mesh-engine-on-its-port", {**_with(_P, port=39527), **HALF}, MESH, {"r2": _hostvars(HALF)}),
 ]
 
 

@@ -1,7 +1,8 @@
-"""Two routers form smg's mesh: playbooks/render.yml on the multi-host lab inventory writes, in each router's serve
-script, the mesh flags (sglang_declared.router_mesh), and smg 1.13.0's own parser and startup checks accept the
-line as rendered (the deep check's smg_startup_check.py, which starts smg on loopback stand-ins of its listeners and
-peers). The peers listed are the other routers' advertised addresses at smg's default mesh port."""
+"""Two routers form smg's mesh when it is asked for (`sglang_router_mesh: true`; off by default):
+playbooks/render.yml on the multi-host lab inventory writes, in each router's serve script, the mesh flags
+(sglang_declared.router_mesh), and smg 1.13.0's own parser and startup checks accept the line as rendered (the deep
+check's smg_startup_check.py, which starts smg on loopback stand-ins of its listeners and peers). The peers listed are
+the other routers' advertised addresses at smg's default mesh port."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _advertised() -> dict[str, str]:
 def mesh_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """The flags after `smg launch` of each router's rendered script."""
     out = tmp_path_factory.mktemp("render-multinode-lab")
-    playbook("-i", str(INVENTORY), "playbooks/render.yml", "-e", f"sglang_render_dir={out}").check()
+    playbook("-i", str(INVENTORY), "playbooks/render.yml", "-e", f"sglang_render_dir={out}", "-e",
+             "sglang_router_mesh=true").check()  # fmt: skip
     return {host: bash_argv(out / host / SCRIPT)[2:] for host in ("mlab-r1", "mlab-r2")}
 
 

@@ -1,6 +1,6 @@
 """site.yml on the lab (systemd-nspawn host lab1 with systemd as PID 1): three healthy units, a check run that
 changes nothing, and a failed restart that rolls back to the running version. That a real rerun changes nothing is
-molecule's idempotence step (make test, on lab4) and the fault suite's recovery check after every fault."""
+molecule's idempotence step (make test, on lab2) and the fault suite's recovery check after every fault."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The multi-host lab under load (`make lab LAB=multinode`: 2 prefill, 2 decode and 2 router systemd-nspawn hosts
-on one bridge, the routers in smg's mesh reaching the workers by address, behind the HAProxy front on mlab-f1):
+on one bridge, the routers reaching the workers by address, behind the HAProxy front on mlab-f1):
 
 - one run that changes the decode engines, the front and the routers, under six closed-loop clients of the front:
   the decode engines restart one at a time, each leaving both routers first; HAProxy reloads in place; the routers

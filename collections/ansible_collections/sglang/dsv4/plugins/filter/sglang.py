@@ -95,7 +95,8 @@ def routers(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[dict
 
 
 def router_mesh(hostvars: Mapping[str, Any], groups: Mapping[str, Any], host: str) -> dict[str, Any]:
-    """The smg mesh keys of router `host` ({} for a single router; sglang_declared.router_mesh)."""
+    """The smg mesh keys of router `host` ({} for a single router, or without sglang_router_mesh true;
+    sglang_declared.router_mesh)."""
     from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_declared as _declared
 
     names = {_declared.GROUPS["router"]: list(groups.get(_declared.GROUPS["router"], []))}

@@ -213,14 +213,29 @@ def routers(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, 
     return found
 
 
+def mesh_asked(hostvars: Mapping[str, Any]) -> bool:
+    """Whether the host's `sglang_router_mesh` asks for smg's mesh (a bool, or an extra var's "true"/"false")."""
+    value = hostvars.get("sglang_router_mesh", False)
+    if isinstance(value, str):
+        if value.strip().lower() not in ("true", "false", "yes", "no", "1", "0", ""):
+            raise EnvelopeError(f"sglang_router_mesh={value!r}: not a boolean; set it to true (smg's mesh) or false")
+        return value.strip().lower() in ("true", "yes", "1")
+    return bool(value)
+
+
 def router_mesh(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str
 ) -> dict[str, Any]:
-    """The smg mesh flags of router `host` as envelope keys: none for a single router; with several, each names
-    itself, advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is smg's
-    default: the router envelope declares no mesh key (the schema refuses them), the mesh is derived."""
+    """The smg mesh flags of router `host` as envelope keys: none for a single router, nor without
+    `sglang_router_mesh: true` on the host; with several routers and the mesh asked for, each names itself,
+    advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is smg's default: the
+    router envelope declares no mesh key (the schema refuses them), the mesh is derived.
+
+    The mesh is off by default: with the routers' static worker lists and their own admission counts it shares
+    nothing this stack uses, and two smg 1.13.0 routers in a mesh exchange a stream of small frames that keeps about
+    half a core of each busy while they serve nothing (docs/frontend.md)."""
     names = list(groups.get(GROUPS["router"], []))
-    if len(names) < 2 or host not in names:
+    if len(names) < 2 or host not in names or not mesh_asked(all_hostvars[host]):
         return {}
     port = int(default_of("router", "mesh_port"))
     peers = [socket_address(advertised(n, all_hostvars[n]), port) for n in names if n != host]
