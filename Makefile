@@ -296,8 +296,10 @@ WALLS := .cache/test-walls.txt
 stamp = echo "$(1) $$(date +%s) 0" >> $(WALLS)
 stamped = rc=0 || rc=$$?; echo "$(1) $$(date +%s) $$rc" >> $(WALLS); (exit $$rc)
 # molecule on lab2 (the labs' shared rootfs is built by then), its verify without the envelope probes; it leaves
-# lab2 converged for the fault shard, which powers it off at the end.
-molecule_on_lab2 = SGLANG_LAB_INVENTORY=inventories/lab2/hosts.yml PYTEST_ADDOPTS=--no-probes \
+# lab2 converged for the fault shard, which powers it off at the end. --destroy never skips molecule's first destroy
+# too, so lab_down.yml takes down a lab2 an earlier run left up: molecule always deploys a fresh host.
+molecule_on_lab2 = ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null \
+	&& SGLANG_LAB_INVENTORY=inventories/lab2/hosts.yml PYTEST_ADDOPTS=--no-probes \
 	$(MAKE) --no-print-directory molecule MOLECULE_ARGS='--destroy never' && $(call stamped,molecule)
 
 # The fault and rollout suites with the machine loaded on purpose (STRESS_HOGS busy loops at the lowest priority
