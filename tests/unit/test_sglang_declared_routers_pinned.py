@@ -123,6 +123,15 @@ def test_several_routers_form_no_mesh_unless_it_is_asked_for(asked: object) -> N
     assert router_mesh(hostvars, {"sglang_router": ["r1", "r2", "r3"]}, "r2") == {}
 
 
+def test_a_router_that_does_not_ask_is_outside_the_mesh_and_no_peer_of_it() -> None:
+    hostvars = {**MESHED, "r2": HOSTVARS["r2"]}
+    groups = {"sglang_router": ["r1", "r2", "r3"]}
+    assert router_mesh(hostvars, groups, "r1")["mesh_peer_urls"] == ["r3:39527"]
+    assert router_mesh(hostvars, groups, "r3")["mesh_peer_urls"] == ["10.0.0.11:39527"]
+    assert router_mesh(hostvars, groups, "r2") == {}
+    assert router_mesh({**hostvars, "r3": HOSTVARS["r3"]}, groups, "r1") == {}  # one router asking is no mesh
+
+
 def test_a_mesh_switch_that_is_no_boolean_is_refused_naming_it() -> None:
     hostvars = {**HOSTVARS, "r2": {**HOSTVARS["r2"], "sglang_router_mesh": "sometimes"}}
     with pytest.raises(EnvelopeError) as err:

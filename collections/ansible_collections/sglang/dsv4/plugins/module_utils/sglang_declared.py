@@ -226,16 +226,17 @@ def mesh_asked(hostvars: Mapping[str, Any]) -> bool:
 def router_mesh(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str
 ) -> dict[str, Any]:
-    """The smg mesh flags of router `host` as envelope keys: none for a single router, nor without
-    `sglang_router_mesh: true` on the host; with several routers and the mesh asked for, each names itself,
-    advertises its address and lists the others as peers (`address:mesh_port`). The mesh port is smg's default: the
-    router envelope declares no mesh key (the schema refuses them), the mesh is derived.
+    """The smg mesh flags of router `host` as envelope keys. The mesh holds the routers whose `sglang_router_mesh` is
+    true: none for fewer than two of them, nor for a router outside it; each router in it names itself, advertises
+    its address and lists the other routers in it as peers (`address:mesh_port`), never a router that runs no mesh
+    listener. The mesh port is smg's default: the router envelope declares no mesh key (the schema refuses them),
+    the mesh is derived.
 
     The mesh is off by default: with the routers' static worker lists and their own admission counts it shares
     nothing this stack uses, and two smg 1.13.0 routers in a mesh exchange a stream of small frames that keeps about
     half a core of each busy while they serve nothing (docs/frontend.md)."""
-    names = list(groups.get(GROUPS["router"], []))
-    if len(names) < 2 or host not in names or not mesh_asked(all_hostvars[host]):
+    names = [name for name in groups.get(GROUPS["router"], []) if mesh_asked(all_hostvars[name])]
+    if len(names) < 2 or host not in names:
         return {}
     port = int(default_of("router", "mesh_port"))
     peers = [socket_address(advertised(n, all_hostvars[n]), port) for n in names if n != host]
