@@ -242,16 +242,16 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
 # beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own:
-# lab2, where `molecule test` boots and converges the lab first (destroy, create, converge, idempotence, verify,
-# and no destroy: its verify leaves the envelope probes to make verify on lab1, which sends the same ones), then the
-# shard and the single-host rollout test; lab3, then the multi-host rollout test; both then powered off; lab2's chain
-# fails when molecule or the shard fails, and the wall times name which. In the foreground the other lab tests on
-# lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch host of their own). verify runs on
-# lab1 last, once the other passes are done: its probes time the router's admission and rejections, which a machine
-# loaded by the other passes (a load of 20 on 2 cores) slows past their bounds. The background passes' output
-# follows, also kept in .cache/test-*.log; each pass lists its slowest tests. lab1 and lab3 boot one after the other
-# (the first boot builds the labs' shared rootfs, which molecule's create on lab2 then finds); lab1 stays up at the
-# end, as after `make lab`.
+# lab2, which lab_down.yml takes down and `molecule test --destroy never` boots and converges first (create,
+# converge, idempotence, verify, and no destroy: its verify leaves the envelope probes to make verify on lab1, which
+# sends the same ones), then the shard and the single-host rollout test; lab3, then the multi-host rollout test;
+# both then powered off; lab2's chain fails when molecule or the shard fails, and the wall times name which. In the
+# foreground the other lab tests on lab1 (the audit's drift tests too, SGLANG_AUDIT_LAB=shared, not on a scratch
+# host of their own). verify runs on lab1 last, once the other passes are done: its probes time the router's
+# admission and rejections, which a machine loaded by the other passes (a load of 20 on 2 cores) slows past their
+# bounds. The background passes' output follows, also kept in .cache/test-*.log; each pass lists its slowest tests.
+# lab1 and lab3 boot one after the other (the first boot builds the labs' shared rootfs, which molecule's create on
+# lab2 then finds); lab1 stays up at the end, as after `make lab`.
 SHARD_LABS := inventories/lab2/hosts.yml inventories/lab3/hosts.yml
 # make test boots lab1 and lab3; molecule boots lab2.
 BOOTED_LABS := inventories/lab/hosts.yml inventories/lab3/hosts.yml

@@ -1,6 +1,6 @@
 """Limit changes under load on the single-host lab (lab1, or the lab SGLANG_LAB_INVENTORY names, runs prefill, decode
-and router): six closed-loop clients
-of the load harness (bench/rollout_load.py) send /generate through the router while site.yml runs.
+and router): six closed-loop clients of the load harness (bench/rollout_load.py) send /generate through the router
+while site.yml runs.
 
 - A router-only limit change restarts the router and no engine.
 - A decode max_running_requests change is a controlled outage of the only decode engine: it leaves the router,
