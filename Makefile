@@ -242,7 +242,7 @@ check: venv ## Lint, sanity, unit tests and the deep check (no lab; needs `make 
 
 # Four passes at once, each mostly waiting on ansible or a lab host: the tests without the lab, which start first,
 # beside the lint, sanity and the labs' boot; the fault suite in two shards, each on a single-host lab of its own:
-# lab2, which lab_down.yml takes down and `molecule test --destroy never` boots and converges first (create,
+# lab2, which `molecule destroy` takes down and `molecule test --destroy never` boots and converges first (create,
 # converge, idempotence, verify, and no destroy: its verify leaves the envelope probes to make verify on lab1, which
 # sends the same ones), then the shard and the single-host rollout test; lab3, then the multi-host rollout test;
 # both then powered off; lab2's chain fails when molecule or the shard fails, and the wall times name which. In the
@@ -297,8 +297,10 @@ stamp = echo "$(1) $$(date +%s) 0" >> $(WALLS)
 stamped = rc=0 || rc=$$?; echo "$(1) $$(date +%s) $$rc" >> $(WALLS); (exit $$rc)
 # molecule on lab2 (the labs' shared rootfs is built by then), its verify without the envelope probes; it leaves
 # lab2 converged for the fault shard, which powers it off at the end. --destroy never skips molecule's first destroy
-# too, so lab_down.yml takes down a lab2 an earlier run left up: molecule always deploys a fresh host.
-molecule_on_lab2 = ansible-playbook -i inventories/lab2/hosts.yml playbooks/lab_down.yml >/dev/null \
+# too, so `molecule destroy` takes down a lab2 an earlier run left up: molecule always deploys a fresh host. Only
+# molecule's own destroy will do: molecule keeps in its state that it created the host, and skips its create while
+# that says so, even when lab_down.yml (the shard's end, make lab-down) powered the host off since.
+molecule_on_lab2 = SGLANG_LAB_INVENTORY=inventories/lab2/hosts.yml molecule destroy \
 	&& SGLANG_LAB_INVENTORY=inventories/lab2/hosts.yml PYTEST_ADDOPTS=--no-probes \
 	$(MAKE) --no-print-directory molecule MOLECULE_ARGS='--destroy never' && $(call stamped,molecule)
 
