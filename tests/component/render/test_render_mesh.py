@@ -28,12 +28,25 @@ def _advertised() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def mesh_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """The flags after `smg launch` of each router's rendered script."""
+def mesh_render(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], str]:
+    """The flags after `smg launch` of each router's rendered script, and the run's output."""
     out = tmp_path_factory.mktemp("render-multinode-lab")
-    playbook("-i", str(INVENTORY), "playbooks/render.yml", "-e", f"sglang_render_dir={out}", "-e",
-             "sglang_router_mesh=true").check()  # fmt: skip
-    return {host: bash_argv(out / host / SCRIPT)[2:] for host in ("mlab-r1", "mlab-r2")}
+    run = playbook("-i", str(INVENTORY), "playbooks/render.yml", "-e", f"sglang_render_dir={out}", "-e",
+                   "sglang_router_mesh=true")  # fmt: skip
+    run.check()
+    return {host: bash_argv(out / host / SCRIPT)[2:] for host in ("mlab-r1", "mlab-r2")}, run.output
+
+
+@pytest.fixture(scope="module")
+def mesh_lines(mesh_render: tuple[dict[str, list[str]], str]) -> dict[str, list[str]]:
+    return mesh_render[0]
+
+
+def test_validation_warns_what_the_mesh_costs_under_round_robin(mesh_render: tuple[dict[str, list[str]], str]) -> None:
+    """The lab's routers run round_robin: the mesh shares nothing they use, and the validation says so as a risk."""
+    output = " ".join(mesh_render[1].split()).replace("''", "'")  # folded over lines, quoted as YAML
+    assert "warn: router_mesh_busy_at_rest: smg's mesh joins the routers mlab-r1, mlab-r2" in output
+    assert "under policy round_robin it shares nothing the routers use: set sglang_router_mesh: false" in output
 
 
 def test_each_router_script_carries_the_mesh_flags(mesh_lines: dict[str, list[str]]) -> None:

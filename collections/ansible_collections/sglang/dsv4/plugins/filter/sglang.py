@@ -374,7 +374,8 @@ def sidedoor_warnings(hostvars: Mapping[str, Any], groups: Mapping[str, Any], kn
 
 
 def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_config: Mapping[str, Any]) -> list:
-    """Risks of the declared envelope (plugin_utils sglang_risks), with validated fixes; warnings, not errors."""
+    """Risks of the declared envelope (plugin_utils sglang_risks), with validated fixes, smg's mesh where routers ask
+    for it, and doors open without a key on purpose; warnings, not errors."""
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_plan as _plan
     from ansible_collections.sglang.dsv4.plugins.plugin_utils import sglang_risks as _risks
     from ansible_collections.sglang.dsv4.plugins.plugin_utils.sglang_access import open_door_risks
@@ -383,7 +384,8 @@ def fleet_risks(hostvars: Mapping[str, Any], groups: Mapping[str, Any], model_co
     fleet = _plan.Fleet(declared["hostvars"], declared["groups"])
     config = _plain(model_config)
     found = [f.as_dict() for f in _risks.risks(_risks.declared_state(fleet, config), fleet, config)]
-    return found + open_door_risks(hostvars, groups)
+    mesh = [f.as_dict() for f in _risks.mesh_risks(hostvars, groups)]
+    return found + mesh + open_door_risks(hostvars, groups)
 
 
 def rollout_plan(

@@ -19,12 +19,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_argspec import default_of
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import (
     activation_tokens,
     default_mem_fraction,
     is_dsv4,
 )
-from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import engine_envelope, router_envelope
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
+    GROUPS,
+    engine_envelope,
+    router_envelope,
+    router_mesh,
+)
 
 from .sglang_engine_rules import engine_limits
 from .sglang_fleet import Engine, Memory, answer, ranks_of
@@ -406,6 +412,36 @@ def measured_time_risks(
             )
         )
     return findings
+
+
+# What smg's mesh costs at rest, as measured on the multi-host lab (docs/frontend.md).
+MESH_AT_REST = (
+    "two smg 1.13.0 routers in a mesh that serve nothing exchange about 2,700 frames of 49 bytes a second and keep "
+    "0.57 CPU cores each busy (measured on the multi-host lab)"
+)
+
+
+def mesh_risks(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """router_mesh_busy_at_rest: routers that sglang_router_mesh joins in smg's mesh. The mesh shares the workers a
+    router learns at run time and the cache-aware policy's tree, never an admission count; with the inventory's
+    static worker lists it serves the cache-aware policy only, so a mesh under another policy is a warning and under
+    cache_aware a note of its cost."""
+    meshed = [h for h in groups.get(GROUPS["router"], []) if router_mesh(hostvars, groups, h)]
+    if not meshed:
+        return []
+    policies = sorted(
+        {str(router_envelope(hostvars[h]).get("policy") or default_of("router", "policy")) for h in meshed}
+    )
+    useful = policies == ["cache_aware"]
+    summary = (
+        f"smg's mesh joins the routers {', '.join(meshed)} (sglang_router_mesh: true): {MESH_AT_REST}; "
+        + ("the cache-aware policy shares its tree over it"
+           if useful else
+           f"under policy {', '.join(policies)} it shares nothing the routers use: set sglang_router_mesh: false")
+    )  # fmt: skip
+    numbers = {"routers": len(meshed), "policy": ",".join(policies)}
+    return [Finding("router_mesh_busy_at_rest", "info" if useful else "warn", summary, numbers,
+                    [f"{h} router" for h in meshed])]  # fmt: skip
 
 
 def render(findings: Sequence[Mapping[str, Any]]) -> list[str]:
