@@ -421,7 +421,7 @@ MESH_AT_REST = (
 )
 
 
-def mesh_risks(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]]) -> list[Finding]:
+def mesh_risks(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[Finding]:
     """router_mesh_busy_at_rest: routers that sglang_router_mesh joins in smg's mesh. The mesh shares the workers a
     router learns at run time and the cache-aware policy's tree, never an admission count; with the inventory's
     static worker lists it serves the cache-aware policy only, so a mesh under another policy is a warning and under
