@@ -11,6 +11,7 @@ Needs the stack deployed (make lab); about three minutes in all.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,7 +52,19 @@ def rows(level: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # A loaded machine only adds time: a bench whose figures are off is run again, at most this many times in all, until
 # one run agrees on every held figure. A wrong model misses in every run; a run slowed by the machine is printed.
-BENCH_RUNS = 3
+# Before a rerun the test waits, at most QUIET_WAIT_S, for the machine's load to fall below its core count (make
+# test's other passes load 2 cores 10 to 20 deep, and a slower machine stretches the simulator's steps).
+BENCH_RUNS = 5
+QUIET_WAIT_S = 120
+
+
+def wait_for_a_quieter_machine() -> str:
+    """Wait (bounded) until the 1-minute load average is below the core count; say how long and at what load."""
+    start = time.monotonic()
+    cores = os.cpu_count() or 1
+    while os.getloadavg()[0] >= cores and time.monotonic() - start < QUIET_WAIT_S:
+        time.sleep(5)
+    return f"waited {time.monotonic() - start:.0f} s, load {os.getloadavg()[0]:.1f} on {cores} cores"
 
 
 def test_bench_on_the_lab_agrees_with_the_model(tmp_path: Path) -> None:
@@ -76,6 +89,8 @@ def test_bench_on_the_lab_agrees_with_the_model(tmp_path: Path) -> None:
         if not off:
             break
         print(f"run {attempt} of {BENCH_RUNS} off the model: " + "; ".join(off))
+        if attempt < BENCH_RUNS:
+            print(wait_for_a_quieter_machine())
     assert not off, "; ".join(off)
 
 
