@@ -223,6 +223,13 @@ def mesh_asked(hostvars: Mapping[str, Any]) -> bool:
     return bool(value)
 
 
+def mesh_members(all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]]) -> list[str]:
+    """The routers in smg's mesh, in inventory order: those whose `sglang_router_mesh` is true, when there are at
+    least two of them; none otherwise."""
+    names = [name for name in groups.get(GROUPS["router"], []) if mesh_asked(all_hostvars[name])]
+    return names if len(names) >= 2 else []
+
+
 def router_mesh(
     all_hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, list[str]], host: str
 ) -> dict[str, Any]:
@@ -235,8 +242,8 @@ def router_mesh(
     The mesh is off by default: with the routers' static worker lists and their own admission counts it shares
     nothing this stack uses, and two smg 1.13.0 routers in a mesh exchange a stream of small frames that keeps about
     half a core of each busy while they serve nothing (docs/frontend.md)."""
-    names = [name for name in groups.get(GROUPS["router"], []) if mesh_asked(all_hostvars[name])]
-    if len(names) < 2 or host not in names:
+    names = mesh_members(all_hostvars, groups)
+    if host not in names:
         return {}
     port = int(default_of("router", "mesh_port"))
     peers = [socket_address(advertised(n, all_hostvars[n]), port) for n in names if n != host]

@@ -26,10 +26,9 @@ from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_capacity import
     is_dsv4,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_declared import (
-    GROUPS,
     engine_envelope,
+    mesh_members,
     router_envelope,
-    router_mesh,
 )
 
 from .sglang_engine_rules import engine_limits
@@ -426,7 +425,7 @@ def mesh_risks(hostvars: Mapping[str, Mapping[str, Any]], groups: Mapping[str, l
     router learns at run time and the cache-aware policy's tree, never an admission count; with the inventory's
     static worker lists it serves the cache-aware policy only, so a mesh under another policy is a warning and under
     cache_aware a note of its cost."""
-    meshed = [h for h in groups.get(GROUPS["router"], []) if router_mesh(hostvars, groups, h)]
+    meshed = mesh_members(hostvars, groups)
     if not meshed:
         return []
     policies = sorted(
