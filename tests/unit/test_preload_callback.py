@@ -61,3 +61,70 @@ def test_the_repository_ansible_cfg_enables_it() -> None:
     config.read(REPO / "ansible.cfg")
     enabled = [name.strip() for name in config["defaults"]["callbacks_enabled"].split(",")]
     assert preload.CallbackModule.CALLBACK_NAME in enabled
+
+
+def _fresh_python(script: str, collections: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), str(collections), str(REPO / "collections")],
+        cwd=REPO / "collections",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_the_filter_plugins_are_loaded_once_in_the_main_process_for_every_worker() -> None:
+    # A forked worker that names any of the collection's filters finds them through the main process's loader, with
+    # plugins/filter/sglang.py already run: the fork runs no collection file again.
+    if REPO.name == "mutants":
+        pytest.skip("under make mutation the collection is mutmut's copy: it imports mutmut's trampolines")
+    result = _fresh_python(
+        """
+        import importlib.util, json, os, sys
+        from ansible.plugins.loader import filter_loader, init_plugin_loader
+        init_plugin_loader(sys.argv[1:])
+        from ansible_collections.sglang.dsv4.plugins.callback import preload
+        failed = preload.preload_filters()
+        ran = []
+        real = importlib.util.spec_from_file_location
+        importlib.util.spec_from_file_location = lambda name, *a, **k: ran.append(name) or real(name, *a, **k)
+        read, write = os.pipe()
+        if os.fork() == 0:
+            first = filter_loader.get("sglang.dsv4.sglang_pick") is not None
+            names = list(sys.modules[preload.FILTERS + ".sglang"].FilterModule().filters())
+            found = [n for n in names if filter_loader.get("sglang.dsv4." + n) is not None]
+            os.write(write, json.dumps({"first": first, "names": len(names), "found": len(found), "ran": ran}).encode())
+            os._exit(0)
+        os.wait()
+        child = json.loads(os.read(read, 1 << 20))
+        print(json.dumps({"failed": failed, **child}))
+        """,
+        REPO / "collections",
+    )
+    assert result["failed"] == []
+    assert result["first"]
+    assert result["names"] > 40
+    assert result["found"] == result["names"]
+    assert result["ran"] == []
+
+
+def test_a_filter_file_that_fails_to_load_is_named_with_its_error(tmp_path: Path) -> None:
+    filters = tmp_path / "ansible_collections" / "probe" / "coll" / "plugins" / "filter"
+    filters.mkdir(parents=True)
+    (filters / "good.py").write_text(
+        "class FilterModule:\n    def filters(self):\n        return {'probe_twice': lambda v: v * 2}\n"
+    )
+    (filters / "broken.py").write_text("raise RuntimeError('needs the host')\n")
+    result = _fresh_python(
+        """
+        import json, sys
+        from ansible.plugins.loader import filter_loader, init_plugin_loader
+        init_plugin_loader(sys.argv[1:])
+        from ansible_collections.sglang.dsv4.plugins.callback import preload
+        failed = preload.preload_filters("ansible_collections.probe.coll.plugins.filter")
+        print(json.dumps({"failed": failed, "twice": filter_loader.get("probe.coll.probe_twice").j2_function(21)}))
+        """,
+        tmp_path,
+    )
+    assert result == {"failed": ["ansible_collections.probe.coll.plugins.filter.broken: needs the host"], "twice": 42}

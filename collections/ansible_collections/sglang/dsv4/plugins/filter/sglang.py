@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-# The core modules are imported inside each filter: Ansible loads this file anew for every task that names one of
-# its filters, and importing all of the core costs about 0.1 s there.
+# The core modules are imported inside each filter: a run loads this file once in its main process (the preload
+# callback, plugins/callback/preload.py), but a process without that callback loads it anew for every task that
+# names one of its filters, and importing all of the core costs about 0.1 s there.
 
 # Stands in for the secret in envelopes handed to the codec: the codec renders only a reference to the
 # environment variable, so the key itself never enters an envelope, a script or a fact.
