@@ -20,6 +20,7 @@ adds the problems; the warnings reach the validate role through the filter sglan
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -382,10 +383,17 @@ def _nixl_device_list_without_ib_device(c: EnvContext) -> Iterator[Finding]:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def _registry_hint(name: str) -> str:
+    """The registry's name closest to `name` among those sharing its first six characters, as did_you_mean says it.
+    Computed once per name (the registry is fixed): the validation and every fix the risks try ask again."""
+    return did_you_mean(name, [n for n in REGISTRY if n.startswith(name[:6])])
+
+
 def _name_registered(c: EnvContext) -> Iterator[Finding]:
     for name in c.named("unregistered"):
         if not name.startswith((*THIRD_PARTY_PREFIXES, *c.known)):
-            hint = did_you_mean(name, [n for n in REGISTRY if n.startswith(name[:6])])
+            hint = _registry_hint(name)
             yield c.finding(
                 name,
                 f"not a variable of {SGLANG}'s registry (sglang/srt/environ.py){hint}; it is passed to the engine, "
