@@ -9,8 +9,8 @@ that the code and the tests, which find their files from their own paths, read t
 the mutated copies:
 
 - `mutants/ansible_collections` mirrors the collection by links, except the Python folders of plugins/
-  (module_utils, plugin_utils, modules, action, filter, callback: mutmut's copies) and the drift exporter (a link to its
-  mutated copy); `mutants/collections` and `mutants/cli` lead there;
+  (module_utils, plugin_utils, modules, action, filter, callback, lookup: mutmut's copies) and the drift exporter
+  (a link to its mutated copy); `mutants/collections` and `mutants/cli` lead there;
 - every other top-level entry of `mutants/` and of the run folder is a link to the repository's.
 """
 
@@ -33,6 +33,7 @@ SOURCES: dict[Path, Path] = {
     COLLECTION / "plugins/action": Path("collections") / COLLECTION / "plugins/action",
     COLLECTION / "plugins/filter": Path("collections") / COLLECTION / "plugins/filter",
     COLLECTION / "plugins/callback": Path("collections") / COLLECTION / "plugins/callback",
+    COLLECTION / "plugins/lookup": Path("collections") / COLLECTION / "plugins/lookup",
     Path("sglang_envelope_cli"): Path("cli/sglang_envelope_cli"),
     Path("sglang_drift_export.py"): Path("collections")
     / COLLECTION

@@ -61,8 +61,8 @@ _raw:
 """
 
 from collections import ChainMap
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, MutableMapping
+from typing import Any, cast
 
 from ansible.plugins.lookup.template import LookupModule as TemplateLookup
 
@@ -77,4 +77,6 @@ class _TaskVariables(ChainMap):  # type: ignore[type-arg]
 
 class LookupModule(TemplateLookup):
     def run(self, terms: list[Any], variables: Mapping[str, Any] | None = None, **kwargs: Any) -> list[Any]:
-        return super().run(terms, _TaskVariables(variables if variables is not None else {}), **kwargs)
+        # Only the new top layer is ever written: the task's variables may be any mapping.
+        task_vars = cast(MutableMapping[str, Any], variables if variables is not None else {})
+        return super().run(terms, _TaskVariables(task_vars), **kwargs)
