@@ -6,6 +6,7 @@ call, whether the unit ran, failed or never answered."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -106,3 +107,35 @@ def test_a_unit_that_never_answers_is_stopped_and_named(preflight: Any, tmp_path
         "that does not answer), opening a GPU, or SGLang's startup checks. Check the paths and GPUs declared for it."
     ]
     assert not (tmp_path / "passed").exists()
+
+
+def test_the_host_read_finds_the_pass_the_module_remembered(preflight: Any, tmp_path: Path) -> None:
+    """sglang_host_info (option preflight_stamps, as the filter sglang_preflight_stamps builds them on the controller
+    from the servers as the deploy declares them) names a server whose check would repeat a verdict, exactly as the
+    module judges it after its own normalization of the options: the deploy then makes no call to the module."""
+    host_info = load_library("sglang_host_info")
+    stamps = load_library("sglang", "filter").preflight_stamps
+    passed_dir = str(tmp_path / "passed")
+    one = server(tmp_path)
+    # As the deploy declares it: the options left to their defaults, which the module fills in before its digest.
+    declared = {key: value for key, value in one.items() if key not in ("python", "imports", "gpu_ids", "sglang_argv")}
+
+    def passed(servers: list[dict[str, Any]], active: bool = True) -> list[str]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(host_info, "stamp_repeats", functools.partial(
+                host_info.stamp_repeats, passed_dir=passed_dir))  # fmt: skip
+            patch.setattr(host_info, "unit_active", lambda _unit: active)
+            result = run_module(host_info, {"preflight_stamps": stamps(servers)})
+        assert not result.get("failed"), result
+        assert ENVIRONMENT not in json.dumps(result)  # the environment (the API key) is never echoed
+        return list(result["preflight_passed"])
+
+    assert passed([declared]) == []  # nothing passed yet
+    checked, _, _ = run(preflight, [declared], [0])
+    assert not checked.get("failed"), checked
+    assert passed([declared]) == ["sglang-dsv4-decode"]
+    assert passed([declared], active=False) == []  # a unit that does not run starts with what the check never saw
+    assert passed([declared | {"sglang_argv": ["--port", "30001"]}]) == []  # other inputs than those that passed
+    assert passed([declared | {"environment": ENVIRONMENT + "X=1\n"}]) == []  # another environment file
+    Path(str(one["env_file"])).write_text("SGLANG_API_KEY=other\n")
+    assert passed([declared]) == []  # the file on disk is not the one about to be written

@@ -130,6 +130,11 @@ def test_paths_to_write_compares_content_owner_and_mode(tmp_path: Path) -> None:
     assert F.paths_to_write(wanted, found) == ["/opt/pkg/mod.py"]
     assert F.entry_differs(found["/etc/a.yml"], {"owner": "root", "mode": "0644"}) is False
     assert F.entry_differs(None, {"exists": True}) is True
+    dirs = {"/etc/a.yml": {"owner": "root", "mode": "0644"}, "/opt/pkg/mod.py": {"mode": "0755"},
+            "/gone": {"exists": True}}  # fmt: skip
+    assert F.entries_differing(found, dirs) == ["/opt/pkg/mod.py", "/gone"]
+    assert F.entries_differing(found, {"/etc/a.yml": {"owner": "root"}}) == []
+    assert F.entries_differing(None, {"/etc/a.yml": {"exists": True}}) == ["/etc/a.yml"]
 
 
 def test_a_health_answer_passes_the_gate_with_200_and_every_worker() -> None:

@@ -155,6 +155,21 @@ def entry_differs(found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) ->
     return any(str(found.get(key)) != str(value) for key, value in wanted.items())
 
 
+def entries_differing(found: Mapping[str, Any] | None, wanted: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The keys of `wanted` (paths, user or group names) whose read entry in `found` differs from the one wanted
+    (sglang_entry_differs for each); a key `found` lacks differs."""
+    found = found or {}
+    return [key for key, entry in wanted.items() if entry_differs(found.get(key), entry)]
+
+
+def preflight_stamps(servers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What sglang_host_info (option preflight_stamps) compares on the host to tell which of `servers`, as
+    sglang_preflight takes them, passed before with these very inputs (module_utils sglang_preflight.stamp_of)."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils import sglang_preflight as _preflight
+
+    return [_preflight.stamp_of(server) for server in _preflight.servers_as_checked(_plain(servers))]
+
+
 def healthy(answer: Mapping[str, Any] | None, workers: Any = None) -> bool:
     """Whether a health answer ({status, json}: ansible.builtin.uri's result or sglang_layers_info's health) passes
     the gate: 200 and, where `workers` is set (the router's /readiness), that many healthy workers."""
@@ -812,6 +827,8 @@ class FilterModule:
             "sglang_paths_to_write": paths_to_write,
             "sglang_file_entries": file_entries,
             "sglang_entry_differs": entry_differs,
+            "sglang_entries_differing": entries_differing,
+            "sglang_preflight_stamps": preflight_stamps,
             "sglang_healthy": healthy,
             "sglang_audit_times": audit_times,
             "sglang_latency_query": latency_query,

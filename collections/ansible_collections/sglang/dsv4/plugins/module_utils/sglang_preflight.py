@@ -14,8 +14,11 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Callable, Mapping
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from . import sglang_preflight_probe
 from .sglang_layout import LISTENER_KEYS, MESH_KEYS, unit_value
@@ -240,8 +243,46 @@ def release_problems(python: str, answer: Mapping[str, str], imports: Mapping[st
     return problems
 
 
+# One server of sglang_preflight's option `servers` (and of sglang_host_info's `preflight_servers`).
+SERVER_OPTIONS = {
+    "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
+    "unit": {"type": "str", "required": True},
+    "service": {"type": "dict", "required": True},
+    "environment": {"type": "str", "required": True, "no_log": True},
+    "env_file": {"type": "str", "default": ""},
+    "listeners": {"type": "list", "elements": "list", "required": True},
+    "paths": {"type": "list", "elements": "str", "default": []},
+    "path_vars": {"type": "list", "elements": "str", "default": []},
+    "python": {"type": "str"},
+    "imports": {"type": "dict", "default": {}},
+    "gpu_ids": {"type": "list", "elements": "int", "default": []},
+    "sglang_argv": {"type": "list", "elements": "str", "default": []},
+}
+
 # Passed preflights, one file per unit holding the digest of the inputs that passed. Under /run: a boot forgets them.
 PASSED_DIR = "/run/sglang-preflight"
+
+
+def unit_active(unit: str) -> bool:
+    return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0
+
+
+def servers_as_checked(servers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The servers as sglang_preflight's own options normalize them (defaults, types): what inputs_digest covers."""
+    spec = {"servers": {"type": "list", "elements": "dict", "options": SERVER_OPTIONS}}
+    result = ArgumentSpecValidator(spec).validate({"servers": list(servers)})
+    if result.error_messages:
+        raise ValueError("; ".join(result.error_messages))
+    return list(result.validated_parameters["servers"])
+
+
+def stamp_of(server: Mapping[str, Any]) -> dict[str, Any]:
+    """What passed_before compares on the host for one server (as checked): its unit, its environment file and the
+    content about to be written there, and the digest of its inputs. The deploy's read of the host (sglang_host_info
+    preflight_stamps) takes these, built on the controller, so that a host whose servers all passed with these very
+    inputs makes no call to sglang_preflight."""
+    return {"unit": server["unit"], "env_file": server.get("env_file") or "", "environment": server["environment"],
+            "digest": inputs_digest(server)}  # fmt: skip
 
 
 def inputs_digest(server: Mapping[str, Any]) -> str:
@@ -253,15 +294,19 @@ def passed_before(server: Mapping[str, Any], active: Callable[[str], bool], pass
     """The server's check would repeat a verdict: its unit runs, with the environment file about to be written
     already on disk, and these very inputs passed the preflight since the host booted. Nothing of it restarts, so
     nothing is checked again."""
-    env_file = str(server.get("env_file") or "")
+    return stamp_repeats(stamp_of(server), active, passed_dir)
+
+
+def stamp_repeats(stamp: Mapping[str, Any], active: Callable[[str], bool], passed_dir: str = PASSED_DIR) -> bool:
+    """passed_before of the server whose stamp_of this is."""
     try:
-        with open(os.path.join(passed_dir, f"{server['unit']}.sha256"), encoding="ascii") as stamp:
-            passed = stamp.read().strip()
-        with open(env_file, encoding="utf-8") as written:
-            same_environment = written.read() == server["environment"]
+        with open(os.path.join(passed_dir, f"{stamp['unit']}.sha256"), encoding="ascii") as passed_file:
+            passed = passed_file.read().strip()
+        with open(str(stamp.get("env_file") or ""), encoding="utf-8") as written:
+            same_environment = written.read() == stamp["environment"]
     except OSError:
         return False
-    return passed == inputs_digest(server) and same_environment and active(str(server["unit"]))
+    return passed == stamp["digest"] and same_environment and active(str(stamp["unit"]))
 
 
 def remember_pass(server: Mapping[str, Any], passed_dir: str = PASSED_DIR) -> None:

@@ -54,7 +54,16 @@ options:
     type: list
     elements: str
     default: []
-  urls:
+  preflight_passed:
+  description:
+    - The units of O(preflight_stamps) that run with the environment file about to be written already on disk and
+      whose very inputs passed M(sglang.dsv4.sglang_preflight) since the host booted (its C(passed_before)).
+  returned: always
+  type: list
+  elements: str
+  sample: [sglang-dsv4-prefill, sglang-dsv4-decode]
+  version_added: "1.9.0"
+urls:
     description:
       - URLs to ask once each (a GET, from the host), for example a daemon's readiness endpoint; the answers are in
         RV(urls).
@@ -80,6 +89,33 @@ options:
         required: true
       regexp:
         description: A Python regular expression searched in each line.
+        type: str
+        required: true
+  preflight_stamps:
+    description:
+      - Servers of M(sglang.dsv4.sglang_preflight), each as the filter P(sglang.dsv4.sglang_preflight_stamps#filter)
+        gives it from that module's O(sglang.dsv4.sglang_preflight#module:servers). RV(preflight_passed) lists those
+        whose check would repeat a verdict, so that the deploy calls M(sglang.dsv4.sglang_preflight) only for the
+        others.
+    type: list
+    elements: dict
+    default: []
+    version_added: "1.9.0"
+    suboptions:
+      unit:
+        description: The server's systemd unit, without C(.service).
+        type: str
+        required: true
+      env_file:
+        description: The environment file its unit reads.
+        type: str
+        default: ""
+      environment:
+        description: The content about to be written into O(preflight_stamps[].env_file) (may hold the API key).
+        type: str
+        required: true
+      digest:
+        description: The digest of the server's inputs, as M(sglang.dsv4.sglang_preflight) remembers a pass.
         type: str
         required: true
 """
@@ -163,6 +199,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_hostfs import group_name, ownership, sha1
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_http import probe
+from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import stamp_repeats, unit_active
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_records import read_facts
 
 
@@ -270,6 +307,17 @@ def main() -> None:
                 "default": [],
                 "options": {"path": {"type": "path", "required": True}, "regexp": {"type": "str", "required": True}},
             },
+            "preflight_stamps": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "unit": {"type": "str", "required": True},
+                    "env_file": {"type": "str", "default": ""},
+                    "environment": {"type": "str", "required": True, "no_log": True},
+                    "digest": {"type": "str", "required": True, "no_log": True},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -285,6 +333,7 @@ def main() -> None:
         packages=read_packages(module, p["packages"]),
         lines={item["path"]: read_lines(item["path"], item["regexp"]) for item in p["lines"]},
         urls={url: probe(url) for url in p["urls"]},
+        preflight_passed=[stamp["unit"] for stamp in p["preflight_stamps"] if stamp_repeats(stamp, unit_active)],
     )
 
 

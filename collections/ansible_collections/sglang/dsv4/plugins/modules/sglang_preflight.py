@@ -148,11 +148,13 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_preflight import (
+    SERVER_OPTIONS,
     passed_before,
     probe_argv,
     remember_pass,
     server_problems,
     systemd_run_argv,
+    unit_active,
 )
 from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_sockets import holders
 
@@ -165,22 +167,6 @@ EXEC_STATUS = {
 # seen once from an unchanged unit on a loaded lab host. One more try under a new unit name tells the two apart: a
 # unit whose own settings cause it fails both.
 RETRIED_STATUS = 219
-
-
-SERVER_OPTIONS = {
-    "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
-    "unit": {"type": "str", "required": True},
-    "service": {"type": "dict", "required": True},
-    "environment": {"type": "str", "required": True, "no_log": True},
-    "env_file": {"type": "str", "default": ""},
-    "listeners": {"type": "list", "elements": "list", "required": True},
-    "paths": {"type": "list", "elements": "str", "default": []},
-    "path_vars": {"type": "list", "elements": "str", "default": []},
-    "python": {"type": "str"},
-    "imports": {"type": "dict", "default": {}},
-    "gpu_ids": {"type": "list", "elements": "int", "default": []},
-    "sglang_argv": {"type": "list", "elements": "str", "default": []},
-}
 
 
 def check(
@@ -258,10 +244,6 @@ def check(
         notes,
         {"unit": p["unit"], "listeners": answer["listeners"], "seconds": seconds},
     )
-
-
-def unit_active(unit: str) -> bool:
-    return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0
 
 
 def main() -> None:
