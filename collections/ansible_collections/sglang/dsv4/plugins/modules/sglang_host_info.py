@@ -54,16 +54,7 @@ options:
     type: list
     elements: str
     default: []
-  preflight_passed:
-  description:
-    - The units of O(preflight_stamps) that run with the environment file about to be written already on disk and
-      whose very inputs passed M(sglang.dsv4.sglang_preflight) since the host booted (its C(passed_before)).
-  returned: always
-  type: list
-  elements: str
-  sample: [sglang-dsv4-prefill, sglang-dsv4-decode]
-  version_added: "1.9.0"
-urls:
+  urls:
     description:
       - URLs to ask once each (a GET, from the host), for example a daemon's readiness endpoint; the answers are in
         RV(urls).
@@ -179,6 +170,15 @@ lines:
   returned: always
   type: dict
   sample: {"/etc/fstab": ["proc /proc proc defaults,hidepid=invisible,gid=997 0 0"]}
+preflight_passed:
+  description:
+    - The units of O(preflight_stamps) that run with the environment file about to be written already on disk and
+      whose very inputs passed M(sglang.dsv4.sglang_preflight) since the host booted (its C(passed_before)).
+  returned: always
+  type: list
+  elements: str
+  sample: [sglang-dsv4-prefill, sglang-dsv4-decode]
+  version_added: "1.9.0"
 urls:
   description:
     - Per URL - its answer in the shape of M(ansible.builtin.uri)'s result (C(url), C(status), C(json)); C(status)
