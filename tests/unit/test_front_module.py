@@ -45,6 +45,15 @@ backend other_pool
 """
 
 
+def answers(sock: str) -> bool:
+    """Whether HAProxy answers on its admin socket yet."""
+    try:
+        real_command(sock, "show info", 1.0)
+    except sglang_haproxy.HAProxyError:
+        return False
+    return True
+
+
 @dataclass
 class Front:
     dir: Path
@@ -127,7 +136,7 @@ def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[Front]:
     try:
         made = Front(where, str(where / "admin.sock"), commands, routers)
         deadline = time.monotonic() + 10
-        while not Path(made.sock).exists():
+        while not answers(made.sock):  # the socket's file exists a moment before HAProxy listens on it
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.02)
         made.wait({"r1": ("UP", 0), "r2": ("UP", 0)})

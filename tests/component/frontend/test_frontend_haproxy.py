@@ -130,6 +130,17 @@ def stat_of(sock: Path, backend: str = "sglang_routers") -> dict[str, str]:
     return {server: s.status for (b, server), s in stats if b == backend}
 
 
+def answers(sock: Path) -> bool:
+    """Whether HAProxy answers on its admin socket yet."""
+    from ansible_collections.sglang.dsv4.plugins.module_utils.sglang_haproxy import HAProxyError, command
+
+    try:
+        command(str(sock), "show info", 1.0)
+    except HAProxyError:
+        return False
+    return True
+
+
 def wait_status(sock: Path, want: dict[str, str], timeout: float = 15.0, backend: str = "sglang_routers") -> None:
     deadline = time.monotonic() + timeout
     while (got := stat_of(sock, backend)) != want:
@@ -167,7 +178,7 @@ def front(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Front]:
         proc = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 10
-        while not sock.exists():
+        while not answers(sock):  # the socket's file exists a moment before HAProxy listens on it
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
         wait_status(sock, {"r1": "UP", "r2": "UP"})
