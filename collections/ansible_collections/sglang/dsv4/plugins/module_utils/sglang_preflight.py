@@ -243,7 +243,7 @@ def release_problems(python: str, answer: Mapping[str, str], imports: Mapping[st
     return problems
 
 
-# One server of sglang_preflight's option `servers` (and of sglang_host_info's `preflight_servers`).
+# One server of sglang_preflight's option `servers` (servers_as_checked normalizes the deploy's servers with it).
 SERVER_OPTIONS = {
     "role": {"type": "str", "required": True, "choices": ["prefill", "decode", "router"]},
     "unit": {"type": "str", "required": True},
